@@ -1,0 +1,102 @@
+# libmemra build. `make` builds the library, `make test` runs every check CI runs, `make bench`
+# runs the main benchmark. Area-specific rules live in mk/*.mk (tests, bench, Rust bindings,
+# ABI checks, sanitizers) and are included below.
+
+VERSION_MAJOR := 1
+VERSION_MINOR := 0
+VERSION_PATCH := 0
+VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
+
+BUILD ?= build
+CC ?= cc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+
+# CUDA: compiled in when nvcc is found (CUDA=0 forces a CPU-only build, CUDA=1 insists).
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+ifeq ($(origin CUDA),undefined)
+CUDA := $(if $(NVCC),1,0)
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+# SASS for each listed architecture plus PTX for the newest, so newer GPUs JIT the PTX.
+CUDA_ARCHS ?= 80 89 90 100 120
+CUDA_NEWEST := $(lastword $(CUDA_ARCHS))
+NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+                -gencode=arch=compute_$(CUDA_NEWEST),code=compute_$(CUDA_NEWEST)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+CPPFLAGS_LIB := -Iabi -Isrc -Ikernels -D_GNU_SOURCE
+# -ffp-contract=off: the CPU reference fuses a multiply-add only where it writes fmaf(), which
+# is exactly where the arithmetic contract (SPEC section 4) says nvcc contracts.
+CFLAGS_LIB := -std=c11 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off $(WARN) $(EXTRA_CFLAGS)
+NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -Iabi -Isrc -Ikernels \
+             $(NVCC_GENCODE) $(EXTRA_NVCCFLAGS)
+LDFLAGS_LIB := -shared -Wl,-soname,libmemra.so.$(VERSION_MAJOR) \
+               -Wl,--version-script=abi/libmemra.map -Wl,--no-undefined $(EXTRA_LDFLAGS)
+LDLIBS_LIB := -lm -lpthread
+
+SRC_C := $(wildcard src/*.c) $(wildcard kernels/cpu/*.c)
+SRC_CU := $(wildcard kernels/cuda/*.cu)
+ifeq ($(CUDA),1)
+CPPFLAGS_LIB += -DMEMRA_WITH_CUDA=1 -I$(CUDA_HOME)/include
+# The CUDA runtime is linked statically: libmemra.so must load on a machine without CUDA.
+LDLIBS_LIB += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
+OBJ_CU := $(SRC_CU:%.cu=$(BUILD)/obj/%.o)
+endif
+OBJ_C := $(SRC_C:%.c=$(BUILD)/obj/%.o)
+HEADERS := abi/memra.h $(wildcard src/*.h) kernels/kernels.h $(wildcard kernels/cuda/*.cuh)
+
+LIB_REAL := $(BUILD)/libmemra.so.$(VERSION)
+LIB_SONAME := $(BUILD)/libmemra.so.$(VERSION_MAJOR)
+LIB_DEV := $(BUILD)/libmemra.so
+
+.PHONY: all lib clean test bench format format-check
+all: lib
+lib: $(LIB_DEV)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS) $(BUILD)/.config
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_LIB) $(CFLAGS_LIB) -c $< -o $@
+
+# The CPU kernels are the reference: -O3 but still no contraction and no fast-math.
+$(BUILD)/obj/kernels/cpu/%.o: kernels/cpu/%.c $(HEADERS) $(BUILD)/.config
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS_LIB) $(CFLAGS_LIB) -O3 -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu $(HEADERS) $(BUILD)/.config
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# Rebuild everything when the configuration (CUDA on/off, architectures, flags) changes.
+$(BUILD)/.config: FORCE
+	@mkdir -p $(BUILD)
+	@echo "CUDA=$(CUDA) ARCHS=$(CUDA_ARCHS) CC=$(CC) $(EXTRA_CFLAGS) $(EXTRA_NVCCFLAGS) $(EXTRA_LDFLAGS)" > $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+.PHONY: FORCE
+FORCE:
+
+$(LIB_REAL): $(OBJ_C) $(OBJ_CU) abi/libmemra.map
+	$(CC) $(LDFLAGS_LIB) -o $@ $(OBJ_C) $(OBJ_CU) $(LDLIBS_LIB)
+
+$(LIB_SONAME): $(LIB_REAL)
+	ln -sf $(notdir $<) $@
+$(LIB_DEV): $(LIB_SONAME)
+	ln -sf $(notdir $<) $@
+
+# Area rules: each fragment appends its checks to TEST_TARGETS (run in order by `make test`).
+TEST_TARGETS :=
+include $(sort $(wildcard mk/*.mk))
+
+test: $(TEST_TARGETS)
+	@echo "make test: all checks passed"
+
+FORMAT_FILES = $(wildcard src/*.[ch] kernels/*.h kernels/cpu/*.c kernels/cuda/*.cu \
+               kernels/cuda/*.cuh tests/*.[ch] bench/*.[ch] tests/fuzz/*.c)
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,59 @@
+/*
+ * The backend interface: what the shared host runtime needs from an implementation, as a table
+ * of function pointers (the pattern of ggml's backend interface). There are two instances,
+ * memra__backend_cpu (src/backend_cpu.c) and memra__backend_cuda (src/backend_cuda.c).
+ *
+ * Contract for every entry: the arguments are already validated, the engine is live, not
+ * faulted, and the caller holds it exclusively. A failure returns a status with its message
+ * already recorded through memra__fail(); a device fault that poisons the context is also
+ * recorded on the engine with memra__engine_fault() so that later calls report it.
+ */
+#ifndef MEMRA_BACKEND_H
+#define MEMRA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernels.h"
+#include "memra.h"
+
+typedef struct memra__backend {
+    const char *name;
+    MemraBackend kind;
+
+    /* Sets up e->impl and e->stream (a new non-blocking stream, or options->stream adopted).
+     * NO_DEVICE when the backend cannot run here. On failure nothing is left allocated. */
+    MemraStatus (*engine_init)(MemraEngine *e, const MemraEngineOptions *options);
+    /* Waits for outstanding work and releases what engine_init made; never fails. */
+    void (*engine_fini)(MemraEngine *e);
+
+    /* Device memory. `bytes` > 0; `zeroed` buffers read as zero to work enqueued afterwards,
+     * also when called while the engine's stream is being captured. Frees are ordered after the
+     * work already enqueued. */
+    MemraStatus (*mem_alloc)(MemraEngine *e, size_t bytes, bool zeroed, void **out);
+    MemraStatus (*mem_free)(MemraEngine *e, void *ptr);
+    /* Stream-ordered copy from host memory; `src` may be reused once it returns. */
+    MemraStatus (*copy_htod)(MemraEngine *e, void *dst, const void *src, size_t bytes);
+    /* Waits for the engine's work, then copies to host memory. */
+    MemraStatus (*copy_dtoh)(MemraEngine *e, void *dst, const void *src, size_t bytes);
+    MemraStatus (*synchronize)(MemraEngine *e);
+
+    /* The three operations; while e->capture->recording is set they are recorded into the
+     * graph being captured instead of run. */
+    MemraStatus (*conv)(MemraEngine *e, const memra__conv_args *args);
+    MemraStatus (*prep)(MemraEngine *e, const memra__prep_args *args);
+    MemraStatus (*scan)(MemraEngine *e, const memra__scan_args *args);
+
+    /* Graph capture: begin recording the engine's operations; end it, producing an executable
+     * (`keep`) or discarding what was recorded (`!keep`, *out_exec untouched, must not fail). */
+    MemraStatus (*capture_begin)(MemraEngine *e);
+    MemraStatus (*capture_end)(MemraEngine *e, bool keep, void **out_exec);
+    MemraStatus (*graph_launch)(MemraEngine *e, void *exec);
+    /* Releases an executable; the runtime has synchronised the engine before calling it. */
+    void (*graph_free)(MemraEngine *e, void *exec);
+} memra__backend;
+
+extern const memra__backend memra__backend_cpu;
+extern const memra__backend memra__backend_cuda;
+
+#endif /* MEMRA_BACKEND_H */
