@@ -78,9 +78,25 @@ MemraStatus memra__engine_check_fault(const MemraEngine *e, const char *fn);
  * "fn: what" as the thread's message. Used by calls that must not run inside a capture. */
 MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *what);
 
+/* Engine lifetime (engine.c). `fn` is the exported function, for messages. */
+void memra__options_default(MemraEngineOptions *options);
+MemraStatus memra__engine_create(const char *fn, const MemraEngineOptions *options,
+                                 MemraEngine **out);
+/* `e` is a live handle; refuses while graphs are alive or a capture runs. */
+MemraStatus memra__engine_destroy(const char *fn, MemraEngine *e);
+
+/* Graphs (graph.c); handles are validated by the caller. */
+MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn step, void *user,
+                                 MemraGraph **out);
+MemraStatus memra__graph_launch(const char *fn, MemraEngine *e, const MemraGraph *g);
+MemraStatus memra__graph_destroy(const char *fn, MemraEngine *e, MemraGraph *g);
+
+/* Re-labels a backend failure with the exported function's name, so that the host's message
+ * says which call failed first and what the backend saw second. OK passes through. */
+MemraStatus memra__from_backend(const char *fn, MemraStatus st);
+
 /* Allocation registry (memory.c). */
-MemraStatus memra__mem_alloc(MemraEngine *e, const char *fn, size_t bytes, bool zeroed,
-                             void **out);
+MemraStatus memra__mem_alloc(MemraEngine *e, const char *fn, size_t bytes, bool zeroed, void **out);
 MemraStatus memra__mem_free(MemraEngine *e, const char *fn, void *ptr);
 /* Frees every buffer owned by `owner` (NULL: every buffer of the engine). */
 void memra__mem_release_owned(MemraEngine *e, const MemraGraph *owner, bool all);

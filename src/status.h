@@ -23,7 +23,7 @@ MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...
     MEMRA__PRINTF(3, 4);
 
 /* Return `status` with a message when `cond` holds. */
-#define MEMRA__FAIL_IF(cond, status, fn, ...)                                                     \
+#define MEMRA__FAIL_IF(cond, status, fn, ...)                                                      \
     do {                                                                                           \
         if (cond)                                                                                  \
             return memra__fail((status), (fn), __VA_ARGS__);                                       \

@@ -1,0 +1,131 @@
+/*
+ * Exported entry points: buffers and copies. Each validates, then dispatches.
+ */
+#include "engine.h"
+#include "status.h"
+#include "validate.h"
+
+/* Shared by the typed allocation entry points: element count to bytes, refusing overflow. */
+static MemraStatus alloc_elems(const char *fn, MemraEngine *e, size_t len, size_t elem,
+                               MemraAllocInit init, void **out)
+{
+    size_t bytes;
+    MEMRA__TRY(memra__check_engine(fn, e));
+    MEMRA__FAIL_IF(len == 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'len': expected >= 1, got 0");
+    MEMRA__FAIL_IF(init != MEMRA_ALLOC_INIT_ZEROED && init != MEMRA_ALLOC_INIT_UNINIT,
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'init': expected MEMRA_ALLOC_INIT_ZEROED or _UNINIT, got %u",
+                   (unsigned)init);
+    MEMRA__FAIL_IF(__builtin_mul_overflow(len, elem, &bytes), MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'len': %zu elements of %zu bytes overflow size_t", len, elem);
+    return memra__mem_alloc(e, fn, bytes, init == MEMRA_ALLOC_INIT_ZEROED, out);
+}
+
+/* Allocates a buffer and fills it from host memory; frees it again if the copy fails. */
+static MemraStatus upload(const char *fn, MemraEngine *e, const void *src, size_t len, size_t elem,
+                          void **out)
+{
+    void *dst = NULL;
+    MemraStatus st;
+    MEMRA__TRY(memra__check_engine(fn, e));
+    if (e->capture != NULL)
+        return memra__capture_forbid(e, fn, "copying host data into a new buffer");
+    MEMRA__FAIL_IF(len == 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'src.len': expected >= 1, got 0");
+    MEMRA__TRY(memra__validate_source(fn, src, len, elem));
+    MEMRA__TRY(alloc_elems(fn, e, len, elem, MEMRA_ALLOC_INIT_UNINIT, &dst));
+    st = memra__from_backend(fn, e->backend->copy_htod(e, dst, src, len * elem));
+    if (st != MEMRA_STATUS_OK) {
+        (void)memra__mem_free(e, fn, dst);
+        return st;
+    }
+    *out = dst;
+    return MEMRA_STATUS_OK;
+}
+
+/* Copies `len` elements between host and engine memory after validating both sides. */
+static MemraStatus copy(const char *fn, MemraEngine *e, bool to_device, void *dst, size_t dst_len,
+                        const void *src, size_t len, size_t elem)
+{
+    MEMRA__TRY(memra__check_engine(fn, e));
+    if (e->capture != NULL)
+        return memra__capture_forbid(e, fn, to_device ? "copying host data" : "reading data back");
+    MEMRA__TRY(memra__validate_copy(fn, src, len, dst, dst_len, elem,
+                                    e->backend->kind == MEMRA_BACKEND_CPU));
+    if (len == 0)
+        return MEMRA_STATUS_OK;
+    return memra__from_backend(fn, to_device ? e->backend->copy_htod(e, dst, src, len * elem)
+                                             : e->backend->copy_dtoh(e, dst, src, len * elem));
+}
+
+MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, MemraAllocInit init,
+                                          MemraSliceMutF32 *out)
+{
+    void *p = NULL;
+    MEMRA__TRY(memra__check_out(__func__, "out", out));
+    MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(float), init, &p));
+    *out = (MemraSliceMutF32){p, len};
+    return MEMRA_STATUS_OK;
+}
+
+MEMRA__EXPORT MemraStatus memra_alloc_u64(MemraEngine *engine, size_t len, MemraAllocInit init,
+                                          MemraSliceMutU64 *out)
+{
+    void *p = NULL;
+    MEMRA__TRY(memra__check_out(__func__, "out", out));
+    MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(uint64_t), init, &p));
+    *out = (MemraSliceMutU64){p, len};
+    return MEMRA_STATUS_OK;
+}
+
+MEMRA__EXPORT MemraStatus memra_free(MemraEngine *engine, void *ptr)
+{
+    /* Freeing must work on a faulted engine: the host is tearing down. */
+    MEMRA__TRY(memra__check_engine_handle(__func__, engine));
+    return memra__mem_free(engine, __func__, ptr);
+}
+
+MEMRA__EXPORT MemraStatus memra_htod_f32(MemraEngine *engine, MemraSliceF32 src,
+                                         MemraSliceMutF32 *out)
+{
+    void *p = NULL;
+    MEMRA__TRY(memra__check_out(__func__, "out", out));
+    MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(float), &p));
+    *out = (MemraSliceMutF32){p, src.len};
+    return MEMRA_STATUS_OK;
+}
+
+MEMRA__EXPORT MemraStatus memra_htod_u64(MemraEngine *engine, MemraSliceU64 src,
+                                         MemraSliceMutU64 *out)
+{
+    void *p = NULL;
+    MEMRA__TRY(memra__check_out(__func__, "out", out));
+    MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(uint64_t), &p));
+    *out = (MemraSliceMutU64){p, src.len};
+    return MEMRA_STATUS_OK;
+}
+
+MEMRA__EXPORT MemraStatus memra_htod_f32_into(MemraEngine *engine, MemraSliceF32 src,
+                                              MemraSliceMutF32 dst)
+{
+    return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(float));
+}
+
+MEMRA__EXPORT MemraStatus memra_htod_u64_into(MemraEngine *engine, MemraSliceU64 src,
+                                              MemraSliceMutU64 dst)
+{
+    return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
+}
+
+MEMRA__EXPORT MemraStatus memra_dtoh_f32(MemraEngine *engine, MemraSliceF32 src,
+                                         MemraSliceMutF32 dst)
+{
+    return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(float));
+}
+
+MEMRA__EXPORT MemraStatus memra_dtoh_u64(MemraEngine *engine, MemraSliceU64 src,
+                                         MemraSliceMutU64 dst)
+{
+    return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
+}

@@ -1,0 +1,205 @@
+/*
+ * The CPU backend: host memory stands in for device memory, operations run synchronously on
+ * the calling thread through the reference kernels in kernels/cpu/, and a graph is the list of
+ * operations recorded during capture, replayed in order. The recorded arguments hold the
+ * addresses of pointer tables, never their contents, so a replay follows table rewrites
+ * exactly as a CUDA graph does.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "status.h"
+
+/* Buffers are aligned like cudaMalloc's, so that alignment-sensitive host code behaves the
+ * same on both backends. */
+#define CPU_ALIGN ((size_t)256)
+
+typedef enum { CPU_OP_CONV, CPU_OP_PREP, CPU_OP_SCAN } cpu_op_kind;
+
+typedef struct cpu_op {
+    cpu_op_kind kind;
+    union {
+        memra__conv_args conv;
+        memra__prep_args prep;
+        memra__scan_args scan;
+    } u;
+} cpu_op;
+
+typedef struct cpu_graph {
+    cpu_op *ops;
+    size_t n;
+    size_t cap;
+} cpu_graph;
+
+typedef struct cpu_engine {
+    /* The graph being recorded, between capture_begin and capture_end. */
+    cpu_graph *recording;
+} cpu_engine;
+
+static void run_op(const cpu_op *op)
+{
+    switch (op->kind) {
+    case CPU_OP_CONV:
+        memra__cpu_ssm_conv1d(&op->u.conv);
+        break;
+    case CPU_OP_PREP:
+        memra__cpu_gdn_prep(&op->u.prep);
+        break;
+    case CPU_OP_SCAN:
+        memra__cpu_gdn_scan(&op->u.scan);
+        break;
+    }
+}
+
+/* Runs `op` now, or appends it to the graph being recorded. */
+static MemraStatus submit(MemraEngine *e, const cpu_op *op)
+{
+    cpu_graph *g = ((cpu_engine *)e->impl)->recording;
+    if (g == NULL) {
+        run_op(op);
+        return MEMRA_STATUS_OK;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 8;
+        cpu_op *grown = realloc(g->ops, cap * sizeof *grown);
+        MEMRA__FAIL_IF(grown == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                       "cannot grow the recorded graph to %zu operations", cap);
+        g->ops = grown;
+        g->cap = cap;
+    }
+    g->ops[g->n++] = *op;
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_engine_init(MemraEngine *e, const MemraEngineOptions *o)
+{
+    MEMRA__FAIL_IF(o->stream != NULL, MEMRA_STATUS_INVALID_ARGUMENT, "cpu backend",
+                   "parameter 'options->stream': the CPU backend has no stream; expected NULL");
+    e->impl = calloc(1, sizeof(cpu_engine));
+    MEMRA__FAIL_IF(e->impl == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                   "cannot allocate the engine state");
+    e->stream = NULL;
+    e->owns_stream = false;
+    return MEMRA_STATUS_OK;
+}
+
+static void free_graph(cpu_graph *g)
+{
+    if (g != NULL)
+        free(g->ops);
+    free(g);
+}
+
+static void cpu_engine_fini(MemraEngine *e)
+{
+    cpu_engine *c = e->impl;
+    if (c != NULL)
+        free_graph(c->recording);
+    free(c);
+    e->impl = NULL;
+}
+
+static MemraStatus cpu_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, void **out)
+{
+    /* aligned_alloc wants a multiple of the alignment. */
+    size_t rounded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    void *p;
+    MEMRA__FAIL_IF(rounded < bytes, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                   "cannot allocate %zu bytes", bytes);
+    p = aligned_alloc(CPU_ALIGN, rounded);
+    MEMRA__FAIL_IF(p == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                   "cannot allocate %zu bytes", bytes);
+    if (zeroed)
+        memset(p, 0, rounded);
+    *out = p;
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_mem_free(MemraEngine *e, void *ptr)
+{
+    free(ptr);
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_copy(MemraEngine *e, void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_synchronize(MemraEngine *e)
+{
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_conv(MemraEngine *e, const memra__conv_args *args)
+{
+    cpu_op op = {.kind = CPU_OP_CONV, .u.conv = *args};
+    return submit(e, &op);
+}
+
+static MemraStatus cpu_prep(MemraEngine *e, const memra__prep_args *args)
+{
+    cpu_op op = {.kind = CPU_OP_PREP, .u.prep = *args};
+    return submit(e, &op);
+}
+
+static MemraStatus cpu_scan(MemraEngine *e, const memra__scan_args *args)
+{
+    cpu_op op = {.kind = CPU_OP_SCAN, .u.scan = *args};
+    return submit(e, &op);
+}
+
+static MemraStatus cpu_capture_begin(MemraEngine *e)
+{
+    cpu_engine *c = e->impl;
+    c->recording = calloc(1, sizeof(cpu_graph));
+    MEMRA__FAIL_IF(c->recording == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                   "cannot allocate the graph being recorded");
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_capture_end(MemraEngine *e, bool keep, void **out_exec)
+{
+    cpu_engine *c = e->impl;
+    if (keep)
+        *out_exec = c->recording;
+    else
+        free_graph(c->recording);
+    c->recording = NULL;
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cpu_graph_launch(MemraEngine *e, void *exec)
+{
+    const cpu_graph *g = exec;
+    for (size_t i = 0; i < g->n; i++)
+        run_op(&g->ops[i]);
+    return MEMRA_STATUS_OK;
+}
+
+static void cpu_graph_free(MemraEngine *e, void *exec)
+{
+    free_graph(exec);
+}
+
+const memra__backend memra__backend_cpu = {
+    .name = "cpu",
+    .kind = MEMRA_BACKEND_CPU,
+    .engine_init = cpu_engine_init,
+    .engine_fini = cpu_engine_fini,
+    .mem_alloc = cpu_mem_alloc,
+    .mem_free = cpu_mem_free,
+    .copy_htod = cpu_copy,
+    .copy_dtoh = cpu_copy,
+    .synchronize = cpu_synchronize,
+    .conv = cpu_conv,
+    .prep = cpu_prep,
+    .scan = cpu_scan,
+    .capture_begin = cpu_capture_begin,
+    .capture_end = cpu_capture_end,
+    .graph_launch = cpu_graph_launch,
+    .graph_free = cpu_graph_free,
+};

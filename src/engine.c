@@ -1,0 +1,179 @@
+/*
+ * Engine lifetime: option handling, backend selection (with the MEMRA_BACKEND override), the
+ * sticky device fault, and teardown.
+ */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "status.h"
+
+/* The size of MemraEngineOptions in ABI 1.0. A later minor version that appends fields keeps
+ * accepting callers compiled against this size. */
+#define MEMRA__OPTIONS_SIZE_1_0 ((size_t)32)
+#define MEMRA__KNOWN_FLAGS ((uint64_t)MEMRA_ENGINE_FLAG_IGNORE_ENV)
+
+void memra__options_default(MemraEngineOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->backend = MEMRA_BACKEND_AUTO;
+    o->device_ordinal = 0;
+    o->stream = NULL;
+    o->flags = 0;
+}
+
+/* Copies the caller's options into a full-size struct of this version, so that a caller built
+ * against an older (smaller) header gets defaults for the fields it does not know. */
+static MemraStatus read_options(const char *fn, const MemraEngineOptions *in, MemraEngineOptions *o)
+{
+    memra__options_default(o);
+    if (in == NULL)
+        return MEMRA_STATUS_OK;
+    MEMRA__FAIL_IF(in->struct_size < MEMRA__OPTIONS_SIZE_1_0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'options->struct_size': expected at least %zu (call "
+                   "memra_engine_options_init first), got %zu",
+                   MEMRA__OPTIONS_SIZE_1_0, in->struct_size);
+    MEMRA__FAIL_IF(in->struct_size > sizeof *o, MEMRA_STATUS_ABI_MISMATCH, fn,
+                   "parameter 'options->struct_size': this libmemra %s knows structs of up to "
+                   "%zu bytes, got %zu (the caller was built against a newer header)",
+                   memra_version_string(), sizeof *o, in->struct_size);
+    memcpy(o, in, in->struct_size);
+    MEMRA__FAIL_IF(o->backend != MEMRA_BACKEND_AUTO && o->backend != MEMRA_BACKEND_CUDA &&
+                       o->backend != MEMRA_BACKEND_CPU,
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'options->backend': expected MEMRA_BACKEND_AUTO, _CUDA or _CPU, "
+                   "got %u",
+                   (unsigned)o->backend);
+    MEMRA__FAIL_IF(o->device_ordinal < 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'options->device_ordinal': expected >= 0, got %d",
+                   (int)o->device_ordinal);
+    MEMRA__FAIL_IF((o->flags & ~MEMRA__KNOWN_FLAGS) != 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'options->flags': unknown bits 0x%llx (known: 0x%llx)",
+                   (unsigned long long)(o->flags & ~MEMRA__KNOWN_FLAGS),
+                   (unsigned long long)MEMRA__KNOWN_FLAGS);
+    return MEMRA_STATUS_OK;
+}
+
+/* MEMRA_BACKEND replaces AUTO for hosts that do not choose a backend themselves. */
+static MemraStatus apply_env(const char *fn, MemraEngineOptions *o)
+{
+    const char *env;
+    if (o->backend != MEMRA_BACKEND_AUTO || (o->flags & MEMRA_ENGINE_FLAG_IGNORE_ENV))
+        return MEMRA_STATUS_OK;
+    env = getenv("MEMRA_BACKEND");
+    if (env == NULL || *env == '\0' || strcmp(env, "auto") == 0)
+        return MEMRA_STATUS_OK;
+    if (strcmp(env, "cpu") == 0)
+        o->backend = MEMRA_BACKEND_CPU;
+    else if (strcmp(env, "cuda") == 0)
+        o->backend = MEMRA_BACKEND_CUDA;
+    else
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "environment variable MEMRA_BACKEND: expected cpu, cuda or auto, got "
+                           "\"%.64s\"",
+                           env);
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus init_on(MemraEngine *e, const memra__backend *b, const MemraEngineOptions *o)
+{
+    e->backend = b;
+    return b->engine_init(e, o);
+}
+
+MemraStatus memra__engine_create(const char *fn, const MemraEngineOptions *options,
+                                 MemraEngine **out)
+{
+    MemraEngineOptions o;
+    MemraEngine *e;
+    MemraStatus st;
+
+    MEMRA__TRY(read_options(fn, options, &o));
+    MEMRA__TRY(apply_env(fn, &o));
+    e = calloc(1, sizeof *e);
+    MEMRA__FAIL_IF(e == NULL, MEMRA_STATUS_OUT_OF_MEMORY, fn, "cannot allocate the engine");
+    e->device_ordinal = o.device_ordinal;
+
+    switch (o.backend) {
+    case MEMRA_BACKEND_CUDA:
+        st = init_on(e, &memra__backend_cuda, &o);
+        break;
+    case MEMRA_BACKEND_CPU:
+        st = init_on(e, &memra__backend_cpu, &o);
+        break;
+    default:
+        /* AUTO: the CPU is taken only when CUDA reports that no device is usable; any other
+         * CUDA failure is an error the host must see. */
+        st = init_on(e, &memra__backend_cuda, &o);
+        if (st == MEMRA_STATUS_NO_DEVICE)
+            st = init_on(e, &memra__backend_cpu, &o);
+        break;
+    }
+    if (st != MEMRA_STATUS_OK) {
+        free(e);
+        return memra__fail(st, fn, "%s", memra_last_error_message());
+    }
+    e->magic = MEMRA__ENGINE_MAGIC;
+    *out = e;
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__engine_destroy(const char *fn, MemraEngine *e)
+{
+    MEMRA__FAIL_IF(e->capture != NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'engine': cannot destroy an engine inside its own "
+                   "memra_graph_capture step");
+    MEMRA__FAIL_IF(e->live_graphs != 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'engine': %zu graph(s) made from it are still alive; expected "
+                   "memra_graph_destroy on each first",
+                   e->live_graphs);
+    /* Teardown never fails: the engine may carry a sticky fault, and the host must be able to
+     * release it regardless. */
+    if (e->fault == MEMRA_STATUS_OK)
+        (void)e->backend->synchronize(e);
+    memra__mem_release_owned(e, NULL, true);
+    e->backend->engine_fini(e);
+    e->magic = 0;
+    free(e->allocs);
+    free(e);
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__engine_fault(MemraEngine *e, MemraStatus status, const char *fn, const char *msg)
+{
+    if (e->fault == MEMRA_STATUS_OK) {
+        e->fault = status;
+        snprintf(e->fault_msg, sizeof e->fault_msg, "%s", msg);
+    }
+    return memra__fail(status, fn, "%s", msg);
+}
+
+MemraStatus memra__engine_check_fault(const MemraEngine *e, const char *fn)
+{
+    if (e->fault == MEMRA_STATUS_OK)
+        return MEMRA_STATUS_OK;
+    return memra__fail(e->fault, fn,
+                       "the engine carries a device fault from earlier work (%s); destroy it",
+                       e->fault_msg);
+}
+
+MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *what)
+{
+    memra__capture *c = e->capture;
+    if (c->failure == MEMRA_STATUS_OK) {
+        c->failure = MEMRA_STATUS_CAPTURE_ERROR;
+        snprintf(c->failure_msg, sizeof c->failure_msg, "the step called %s (%s)", fn, what);
+    }
+    return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, fn, "not allowed inside memra_graph_capture: %s",
+                       what);
+}
+
+MemraStatus memra__from_backend(const char *fn, MemraStatus st)
+{
+    if (st == MEMRA_STATUS_OK)
+        return st;
+    return memra__fail(st, fn, "%s", memra_last_error_message());
+}

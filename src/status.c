@@ -1,0 +1,80 @@
+/*
+ * Status codes, the per-thread error message, and the version queries.
+ */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define MEMRA__STR2(x) #x
+#define MEMRA__STR(x) MEMRA__STR2(x)
+
+/* Each thread reports its own last failure, so concurrent engines on different threads never
+ * see each other's messages. */
+static _Thread_local char memra__last_message[MEMRA__MESSAGE_MAX];
+
+MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...)
+{
+    char text[MEMRA__MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    /* Formatting goes through `text` first because an argument may be the previous message
+     * itself (memra__from_backend re-labels it). The result is cut at the buffer's end. */
+    size_t n = strlen(fn);
+    if (n > sizeof memra__last_message / 2)
+        n = sizeof memra__last_message / 2;
+    memcpy(memra__last_message, fn, n);
+    memcpy(memra__last_message + n, ": ", 2);
+    n += 2;
+    size_t room = sizeof memra__last_message - n - 1;
+    size_t len = strnlen(text, room);
+    memcpy(memra__last_message + n, text, len);
+    memra__last_message[n + len] = '\0';
+    return status;
+}
+
+MEMRA__EXPORT uint32_t memra_abi_version(void)
+{
+    return MEMRA_ABI_VERSION;
+}
+
+MEMRA__EXPORT const char *memra_version_string(void)
+{
+    return MEMRA__STR(MEMRA_VERSION_MAJOR) "." MEMRA__STR(MEMRA_VERSION_MINOR) "." MEMRA__STR(
+        MEMRA_VERSION_PATCH);
+}
+
+MEMRA__EXPORT const char *memra_status_string(MemraStatus status)
+{
+    switch (status) {
+    case MEMRA_STATUS_OK:
+        return "MEMRA_STATUS_OK";
+    case MEMRA_STATUS_INVALID_ARGUMENT:
+        return "MEMRA_STATUS_INVALID_ARGUMENT";
+    case MEMRA_STATUS_UNSUPPORTED:
+        return "MEMRA_STATUS_UNSUPPORTED";
+    case MEMRA_STATUS_OUT_OF_MEMORY:
+        return "MEMRA_STATUS_OUT_OF_MEMORY";
+    case MEMRA_STATUS_NO_DEVICE:
+        return "MEMRA_STATUS_NO_DEVICE";
+    case MEMRA_STATUS_DEVICE_ERROR:
+        return "MEMRA_STATUS_DEVICE_ERROR";
+    case MEMRA_STATUS_CAPTURE_ERROR:
+        return "MEMRA_STATUS_CAPTURE_ERROR";
+    case MEMRA_STATUS_ABI_MISMATCH:
+        return "MEMRA_STATUS_ABI_MISMATCH";
+    case MEMRA_STATUS_INTERNAL:
+        return "MEMRA_STATUS_INTERNAL";
+    }
+    return "MEMRA_STATUS_<unknown>";
+}
+
+MEMRA__EXPORT const char *memra_last_error_message(void)
+{
+    return memra__last_message;
+}

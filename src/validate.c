@@ -1,0 +1,373 @@
+/*
+ * Argument validation shared by both backends. Each op validator checks, in this order: the
+ * scalar shape parameters, the size products (overflow), every view (NULL, length, alignment,
+ * address wrap-around), then overlaps between outputs and everything else; only then does it
+ * fill the kernel argument struct. A validator never touches memory behind a pointer.
+ */
+#include "validate.h"
+
+#include <math.h>
+
+#include "engine.h"
+#include "status.h"
+
+#define MEMRA__MAX_ARGS 16
+
+/* One argument's byte range, kept until the overlap check. */
+typedef struct memra__range {
+    const char *name;
+    uintptr_t lo;
+    uintptr_t hi;
+    bool output;
+} memra__range;
+
+/* The validation state of one call. */
+typedef struct memra__vctx {
+    const char *fn;
+    size_t n;
+    memra__range r[MEMRA__MAX_ARGS];
+} memra__vctx;
+
+MemraStatus memra__check_engine_handle(const char *fn, const MemraEngine *engine)
+{
+    MEMRA__FAIL_IF(engine == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'engine': expected a live engine, got NULL");
+    MEMRA__FAIL_IF(engine->magic != MEMRA__ENGINE_MAGIC, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'engine': expected a live engine from memra_engine_create, got a "
+                   "destroyed or foreign handle");
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__check_engine(const char *fn, const MemraEngine *engine)
+{
+    MEMRA__TRY(memra__check_engine_handle(fn, engine));
+    return memra__engine_check_fault(engine, fn);
+}
+
+MemraStatus memra__check_graph(const char *fn, const MemraEngine *engine, const MemraGraph *graph)
+{
+    MEMRA__FAIL_IF(graph == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'graph': expected a live graph, got NULL");
+    MEMRA__FAIL_IF(graph->magic != MEMRA__GRAPH_MAGIC, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'graph': expected a live graph from memra_graph_capture, got a "
+                   "destroyed or foreign handle");
+    MEMRA__FAIL_IF(graph->engine != engine, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'graph': expected a graph captured on this engine, got one of "
+                   "another engine");
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__check_out(const char *fn, const char *name, const void *out)
+{
+    MEMRA__FAIL_IF(out == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter '%s': expected a non-NULL pointer to store the result", name);
+    return MEMRA_STATUS_OK;
+}
+
+/* Multiplies up to four factors; fails with a message naming `what` on overflow. */
+static MemraStatus size_of(memra__vctx *v, const char *what, size_t *out, size_t a, size_t b,
+                           size_t c, size_t d)
+{
+    size_t ab, abc, abcd;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc) ||
+        __builtin_mul_overflow(abc, d, &abcd))
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                           "the element count of %s = %zu x %zu x %zu x %zu overflows size_t", what,
+                           a, b, c, d);
+    *out = abcd;
+    return MEMRA_STATUS_OK;
+}
+
+/* Checks one view: NULL only with len == 0, at least `need` elements, aligned to `elem`, no
+ * wrap-around of its used extent; records the used extent for the overlap check. */
+static MemraStatus view(memra__vctx *v, const char *name, const void *ptr, size_t len, size_t need,
+                        size_t elem, bool output, const char *shape)
+{
+    const char *fn = v->fn;
+    uintptr_t lo = (uintptr_t)ptr;
+    size_t bytes;
+    MEMRA__FAIL_IF(ptr == NULL && len > 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter '%s': expected a non-NULL pointer for len %zu, got NULL", name, len);
+    MEMRA__FAIL_IF(len < need, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter '%s': expected at least %zu elements (%s), got %zu", name, need,
+                   shape, len);
+    MEMRA__FAIL_IF(lo % elem != 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter '%s': expected a %zu-byte aligned address, got %p", name, elem, ptr);
+    MEMRA__FAIL_IF(__builtin_mul_overflow(need, elem, &bytes) || lo + bytes < lo,
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter '%s': %zu elements at %p run past the end of the address space", name,
+                   need, ptr);
+    if (need == 0)
+        return MEMRA_STATUS_OK;
+    MEMRA__FAIL_IF(v->n == MEMRA__MAX_ARGS, MEMRA_STATUS_INTERNAL, fn,
+                   "too many arguments for the overlap check");
+    v->r[v->n++] = (memra__range){name, lo, lo + bytes, output};
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus in_f32(memra__vctx *v, const char *name, MemraSliceF32 s, size_t need,
+                          const char *shape)
+{
+    return view(v, name, s.ptr, s.len, need, sizeof(float), false, shape);
+}
+
+static MemraStatus out_f32(memra__vctx *v, const char *name, MemraSliceMutF32 s, size_t need,
+                           const char *shape)
+{
+    return view(v, name, s.ptr, s.len, need, sizeof(float), true, shape);
+}
+
+static MemraStatus in_u64(memra__vctx *v, const char *name, MemraSliceU64 s, size_t need,
+                          const char *shape)
+{
+    return view(v, name, s.ptr, s.len, need, sizeof(uint64_t), false, shape);
+}
+
+/* Optional outputs (snapshots): {NULL, 0} means "not wanted"; anything else must hold `need`. */
+static MemraStatus opt_out_f32(memra__vctx *v, const char *name, MemraSliceMutF32 s, size_t need,
+                               const char *shape, bool *wanted)
+{
+    *wanted = !(s.ptr == NULL && s.len == 0);
+    if (!*wanted)
+        return MEMRA_STATUS_OK;
+    return out_f32(v, name, s, need, shape);
+}
+
+/* Refuses any output whose used extent intersects another argument's. Inputs may alias each
+ * other: reading the same memory twice is harmless. */
+static MemraStatus no_overlaps(const memra__vctx *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        for (size_t j = i + 1; j < v->n; j++) {
+            const memra__range *a = &v->r[i], *b = &v->r[j];
+            if (!a->output && !b->output)
+                continue;
+            MEMRA__FAIL_IF(a->lo < b->hi && b->lo < a->hi, MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                           "parameter '%s' overlaps parameter '%s': outputs must not share "
+                           "memory with any other argument",
+                           a->output ? a->name : b->name, a->output ? b->name : a->name);
+        }
+    }
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus nonzero(memra__vctx *v, const char *name, size_t value)
+{
+    MEMRA__FAIL_IF(value == 0, MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                   "parameter '%s': expected >= 1, got 0", name);
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus finite_scalar(memra__vctx *v, const char *name, float value)
+{
+    MEMRA__FAIL_IF(!isfinite(value), MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                   "parameter '%s': expected a finite value, got %g", name, (double)value);
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_copy(const char *fn, const void *src, size_t len, const void *dst,
+                                 size_t dst_len, size_t elem, bool host_overlap)
+{
+    memra__vctx v = {.fn = fn};
+    MEMRA__TRY(view(&v, "src", src, len, len, elem, false, "src.len"));
+    MEMRA__TRY(view(&v, "dst", dst, dst_len, len, elem, true, "src.len"));
+    return host_overlap ? no_overlaps(&v) : MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_source(const char *fn, const void *src, size_t len, size_t elem)
+{
+    memra__vctx v = {.fn = fn};
+    return view(&v, "src", src, len, len, elem, false, "src.len");
+}
+
+MemraStatus memra__validate_conv(const char *fn, bool packed, MemraSliceF32 qkv,
+                                 MemraSliceU64 table, MemraSliceF32 w, MemraSliceMutF32 conv_out,
+                                 MemraSliceMutF32 snap, size_t conv_dim, size_t d_conv, size_t t,
+                                 size_t b_n, memra__conv_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    const char *table_name = packed ? "table" : "conv_ptrs";
+    const char *out_name = packed ? "conv_outs" : "conv_out";
+    size_t width = packed ? MEMRA_TABLE_WIDTH : 1, pad, n_rows = 0, n_table = 0, n_w = 0,
+           n_snap = 0;
+    bool want_snap = false;
+
+    MEMRA__TRY(nonzero(&v, "conv_dim", conv_dim));
+    MEMRA__FAIL_IF(d_conv < 1 || d_conv > MEMRA_D_CONV_MAX, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'd_conv': expected 1..=%d, got %zu", MEMRA_D_CONV_MAX, d_conv);
+    if (packed)
+        MEMRA__TRY(nonzero(&v, "t", t));
+    MEMRA__TRY(nonzero(&v, "b_n", b_n));
+    pad = d_conv - 1;
+
+    MEMRA__TRY(size_of(&v, packed ? "[b_n, t, conv_dim]" : "[b_n, conv_dim]", &n_rows, b_n, t,
+                       conv_dim, 1));
+    MEMRA__TRY(size_of(&v, "the table", &n_table, b_n, width, 1, 1));
+    MEMRA__TRY(size_of(&v, "[conv_dim, d_conv]", &n_w, conv_dim, d_conv, 1, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t-1, conv_dim, d_conv-1]", &n_snap, b_n, t - 1, conv_dim, pad));
+
+    MEMRA__TRY(in_f32(&v, "qkv", qkv, n_rows, packed ? "[b_n, t, conv_dim]" : "[b_n, conv_dim]"));
+    MEMRA__TRY(in_u64(&v, table_name, table, n_table, packed ? "[b_n, 3]" : "[b_n]"));
+    MEMRA__TRY(in_f32(&v, "w", w, n_w, "[conv_dim, d_conv]"));
+    MEMRA__TRY(
+        out_f32(&v, out_name, conv_out, n_rows, packed ? "[b_n, t, conv_dim]" : "[b_n, conv_dim]"));
+    if (packed)
+        MEMRA__TRY(opt_out_f32(&v, "snap_conv", snap, n_snap, "[b_n, t-1, conv_dim, d_conv-1]",
+                               &want_snap));
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__conv_args){
+        .qkv = qkv.ptr,
+        .rings = table.ptr,
+        .ring_stride = width,
+        .w = w.ptr,
+        .conv_out = conv_out.ptr,
+        .snap = want_snap && n_snap > 0 ? snap.ptr : NULL,
+        .conv_dim = conv_dim,
+        .d_conv = d_conv,
+        .t = t,
+        .b_n = b_n,
+    };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_prep(const char *fn, MemraSliceF32 conv_out, MemraSliceF32 beta_raw,
+                                 MemraSliceF32 alpha, MemraSliceF32 dt_bias, MemraSliceF32 a,
+                                 MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2, MemraSliceMutF32 v_g,
+                                 MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,
+                                 size_t num_v, size_t num_k, size_t key_dim, float eps,
+                                 size_t conv_dim, size_t b_n, memra__prep_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    size_t want_key_dim = 0, value_dim = 0, want_conv_dim = 0, n_in = 0, n_heads = 0, n_out = 0;
+
+    MEMRA__TRY(nonzero(&v, "d_state", d_state));
+    MEMRA__FAIL_IF(d_state != MEMRA_D_STATE, MEMRA_STATUS_UNSUPPORTED, fn,
+                   "parameter 'd_state': only %d is supported, got %zu", MEMRA_D_STATE, d_state);
+    MEMRA__TRY(nonzero(&v, "num_k", num_k));
+    MEMRA__TRY(nonzero(&v, "num_v", num_v));
+    MEMRA__FAIL_IF(num_v % num_k != 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'num_v': expected a multiple of num_k = %zu, got %zu", num_k, num_v);
+    MEMRA__TRY(nonzero(&v, "b_n", b_n));
+    MEMRA__TRY(finite_scalar(&v, "eps", eps));
+
+    MEMRA__TRY(size_of(&v, "key_dim = d_state * num_k", &want_key_dim, d_state, num_k, 1, 1));
+    MEMRA__TRY(size_of(&v, "value_dim = d_state * num_v", &value_dim, d_state, num_v, 1, 1));
+    MEMRA__FAIL_IF(key_dim != want_key_dim, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'key_dim': expected d_state * num_k = %zu, got %zu", want_key_dim,
+                   key_dim);
+    MEMRA__FAIL_IF(__builtin_mul_overflow(key_dim, 2, &want_conv_dim) ||
+                       __builtin_add_overflow(want_conv_dim, value_dim, &want_conv_dim),
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "the element count of conv_dim = 2 * key_dim + value_dim overflows size_t");
+    MEMRA__FAIL_IF(conv_dim != want_conv_dim, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'conv_dim': expected 2 * key_dim + d_state * num_v = %zu, got %zu",
+                   want_conv_dim, conv_dim);
+
+    MEMRA__TRY(size_of(&v, "[b_n, conv_dim]", &n_in, b_n, conv_dim, 1, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, num_v]", &n_heads, b_n, num_v, 1, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, num_v, d_state]", &n_out, b_n, num_v, d_state, 1));
+
+    MEMRA__TRY(in_f32(&v, "conv_out", conv_out, n_in, "[b_n, conv_dim]"));
+    MEMRA__TRY(in_f32(&v, "beta_raw", beta_raw, n_heads, "[b_n, num_v]"));
+    MEMRA__TRY(in_f32(&v, "alpha", alpha, n_heads, "[b_n, num_v]"));
+    MEMRA__TRY(in_f32(&v, "dt_bias", dt_bias, num_v, "[num_v]"));
+    MEMRA__TRY(in_f32(&v, "a", a, num_v, "[num_v]"));
+    MEMRA__TRY(out_f32(&v, "q_l2", q_l2, n_out, "[b_n, num_v, d_state]"));
+    MEMRA__TRY(out_f32(&v, "k_l2", k_l2, n_out, "[b_n, num_v, d_state]"));
+    MEMRA__TRY(out_f32(&v, "v_g", v_g, n_out, "[b_n, num_v, d_state]"));
+    MEMRA__TRY(out_f32(&v, "beta", beta, n_heads, "[b_n, num_v]"));
+    MEMRA__TRY(out_f32(&v, "g_log", g_log, n_heads, "[b_n, num_v]"));
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__prep_args){
+        .conv_out = conv_out.ptr,
+        .beta_raw = beta_raw.ptr,
+        .alpha = alpha.ptr,
+        .dt_bias = dt_bias.ptr,
+        .a = a.ptr,
+        .q_l2 = q_l2.ptr,
+        .k_l2 = k_l2.ptr,
+        .v_g = v_g.ptr,
+        .beta = beta.ptr,
+        .g_log = g_log.ptr,
+        .num_v = num_v,
+        .num_k = num_k,
+        .key_dim = key_dim,
+        .conv_dim = conv_dim,
+        .rows = b_n,
+        .eps = eps,
+    };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, MemraSliceF32 k,
+                                 MemraSliceF32 v_in, MemraSliceF32 g_log, MemraSliceF32 beta,
+                                 MemraSliceU64 in_tab, MemraSliceU64 out_tab, MemraSliceMutF32 o,
+                                 MemraSliceMutF32 snap, size_t num_v, size_t t, size_t b_n,
+                                 float scale, memra__scan_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    const char *act = packed ? "[b_n, t, num_v, 128]" : "[b_n, num_v, 128]";
+    const char *heads = packed ? "[b_n, t, num_v]" : "[b_n, num_v]";
+    size_t n_act = 0, n_heads = 0, n_table = 0, n_snap = 0;
+    bool want_snap = false;
+
+    MEMRA__TRY(nonzero(&v, "num_v", num_v));
+    if (packed)
+        MEMRA__TRY(nonzero(&v, "t", t));
+    MEMRA__TRY(nonzero(&v, "b_n", b_n));
+    MEMRA__TRY(finite_scalar(&v, "scale", scale));
+
+    MEMRA__TRY(size_of(&v, act, &n_act, b_n, t, num_v, MEMRA_D_STATE));
+    MEMRA__TRY(size_of(&v, heads, &n_heads, b_n, t, num_v, 1));
+    MEMRA__TRY(size_of(&v, "the table", &n_table, b_n, packed ? MEMRA_TABLE_WIDTH : 1, 1, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t-1, num_v, 128, 128]", &n_snap, b_n, t - 1, num_v,
+                       (size_t)MEMRA_D_STATE * MEMRA_D_STATE));
+
+    MEMRA__TRY(in_f32(&v, "q", q, n_act, act));
+    MEMRA__TRY(in_f32(&v, "k", k, n_act, act));
+    MEMRA__TRY(in_f32(&v, "v", v_in, n_act, act));
+    MEMRA__TRY(in_f32(&v, "g_log", g_log, n_heads, heads));
+    MEMRA__TRY(in_f32(&v, "beta", beta, n_heads, heads));
+    if (packed) {
+        MEMRA__TRY(in_u64(&v, "table", in_tab, n_table, "[b_n, 3]"));
+    } else {
+        MEMRA__TRY(in_u64(&v, "in_ptrs", in_tab, n_table, "[b_n]"));
+        MEMRA__TRY(in_u64(&v, "out_ptrs", out_tab, n_table, "[b_n]"));
+    }
+    MEMRA__TRY(out_f32(&v, packed ? "o_all" : "o", o, n_act, act));
+    if (packed)
+        MEMRA__TRY(
+            opt_out_f32(&v, "snap_ssm", snap, n_snap, "[b_n, t-1, num_v, 128, 128]", &want_snap));
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__scan_args){
+        .q = q.ptr,
+        .k = k.ptr,
+        .v = v_in.ptr,
+        .g_log = g_log.ptr,
+        .beta = beta.ptr,
+        .o = o.ptr,
+        .snap = want_snap && n_snap > 0 ? snap.ptr : NULL,
+        .num_v = num_v,
+        .t = t,
+        .b_n = b_n,
+        .scale = scale,
+    };
+    if (packed) {
+        /* The per-row chain reads canonical on even rows and alternate on odd rows, so after t
+         * rows the state sits in alternate when t is odd and back in canonical when t is
+         * even: the packed scan reads canonical once and writes where the chain would. */
+        out->in_table = in_tab.ptr + 1;
+        out->out_table = in_tab.ptr + (t % 2 == 1 ? 2 : 1);
+        out->in_stride = MEMRA_TABLE_WIDTH;
+        out->out_stride = MEMRA_TABLE_WIDTH;
+    } else {
+        out->in_table = in_tab.ptr;
+        out->out_table = out_tab.ptr;
+        out->in_stride = 1;
+        out->out_stride = 1;
+    }
+    return MEMRA_STATUS_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * The one validation layer both backends share (SPEC section 6): every exported entry point
+ * validates here before anything is launched or written, so the CPU and the CUDA backend refuse
+ * exactly the same inputs with exactly the same status and message.
+ */
+#ifndef MEMRA_VALIDATE_H
+#define MEMRA_VALIDATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+#include "memra.h"
+
+/* Checks that `engine` is a live engine handle (not NULL, not destroyed) and that it carries
+ * no sticky device fault. */
+MemraStatus memra__check_engine(const char *fn, const MemraEngine *engine);
+/* The same without the fault check, for calls that must work on a faulted engine. */
+MemraStatus memra__check_engine_handle(const char *fn, const MemraEngine *engine);
+/* Checks that `graph` is a live graph made by `engine` (already checked). */
+MemraStatus memra__check_graph(const char *fn, const MemraEngine *engine, const MemraGraph *graph);
+/* Checks an out-parameter pointer. */
+MemraStatus memra__check_out(const char *fn, const char *name, const void *out);
+
+/* Copies: `src` has `len` elements of `elem` bytes, `dst` holds `dst_len`. `host_overlap`
+ * additionally refuses overlapping ranges (both sides in one address space: CPU backend). */
+MemraStatus memra__validate_copy(const char *fn, const void *src, size_t len, const void *dst,
+                                 size_t dst_len, size_t elem, bool host_overlap);
+
+/* The host source of a copy into a new buffer. */
+MemraStatus memra__validate_source(const char *fn, const void *src, size_t len, size_t elem);
+
+/* The per-row conv (packed == false: `table` is conv_ptrs with one entry per sequence, t == 1,
+ * no snapshots) and the packed conv (table [b_n, 3], t rows, optional snapshots). */
+MemraStatus memra__validate_conv(const char *fn, bool packed, MemraSliceF32 qkv,
+                                 MemraSliceU64 table, MemraSliceF32 w, MemraSliceMutF32 conv_out,
+                                 MemraSliceMutF32 snap, size_t conv_dim, size_t d_conv, size_t t,
+                                 size_t b_n, memra__conv_args *out);
+
+MemraStatus memra__validate_prep(const char *fn, MemraSliceF32 conv_out, MemraSliceF32 beta_raw,
+                                 MemraSliceF32 alpha, MemraSliceF32 dt_bias, MemraSliceF32 a,
+                                 MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2, MemraSliceMutF32 v_g,
+                                 MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,
+                                 size_t num_v, size_t num_k, size_t key_dim, float eps,
+                                 size_t conv_dim, size_t b_n, memra__prep_args *out);
+
+/* The per-row scan (packed == false: `in_tab` / `out_tab` are in_ptrs / out_ptrs with one entry
+ * per sequence, t == 1, no snapshots) and the packed scan (`in_tab` is the [b_n, 3] table,
+ * `out_tab` unused). */
+MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, MemraSliceF32 k,
+                                 MemraSliceF32 v, MemraSliceF32 g_log, MemraSliceF32 beta,
+                                 MemraSliceU64 in_tab, MemraSliceU64 out_tab, MemraSliceMutF32 o,
+                                 MemraSliceMutF32 snap, size_t num_v, size_t t, size_t b_n,
+                                 float scale, memra__scan_args *out);
+
+#endif /* MEMRA_VALIDATE_H */
