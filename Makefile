@@ -45,7 +45,8 @@ LDLIBS_LIB += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 OBJ_CU := $(SRC_CU:%.cu=$(BUILD)/obj/%.o)
 endif
 OBJ_C := $(SRC_C:%.c=$(BUILD)/obj/%.o)
-HEADERS := abi/memra.h $(wildcard src/*.h) kernels/kernels.h $(wildcard kernels/cuda/*.cuh)
+HEADERS := abi/memra.h $(wildcard src/*.h) kernels/kernels.h $(wildcard kernels/cpu/*.h) \
+           $(wildcard kernels/cuda/*.cuh)
 
 LIB_REAL := $(BUILD)/libmemra.so.$(VERSION)
 LIB_SONAME := $(BUILD)/libmemra.so.$(VERSION_MAJOR)
@@ -91,7 +92,7 @@ include $(sort $(wildcard mk/*.mk))
 test: $(TEST_TARGETS)
 	@echo "make test: all checks passed"
 
-FORMAT_FILES = $(wildcard src/*.[ch] kernels/*.h kernels/cpu/*.c kernels/cuda/*.cu \
+FORMAT_FILES = $(wildcard src/*.[ch] kernels/*.h kernels/cpu/*.[ch] kernels/cuda/*.cu \
                kernels/cuda/*.cuh tests/*.[ch] bench/*.[ch] tests/fuzz/*.c)
 format:
 	clang-format -i $(FORMAT_FILES)
