@@ -337,7 +337,7 @@ extern "C" {
 /**
  * The ABI version of the loaded library, `(major << 16) | minor`. A host compiled against
  * this header accepts the library when `(v >> 16) == MEMRA_VERSION_MAJOR` and
- * `(v & 0xffff) >= MEMRA_VERSION_MINOR`. Thread-safe; never fails.
+ * `v >= MEMRA_ABI_VERSION` (same major, minor at least the header's). Thread-safe; never fails.
  */
 MEMRA_API uint32_t memra_abi_version(void);
 

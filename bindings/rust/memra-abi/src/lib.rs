@@ -174,7 +174,7 @@ pub type MemraStepFn =
 
 /// The ABI version of the loaded library, `(major << 16) | minor`. A host compiled against
 /// this header accepts the library when `(v >> 16) == MEMRA_VERSION_MAJOR` and
-/// `(v & 0xffff) >= MEMRA_VERSION_MINOR`. Thread-safe; never fails.
+/// `v >= MEMRA_ABI_VERSION` (same major, minor at least the header's). Thread-safe; never fails.
 #[no_mangle]
 pub extern "C" fn memra_abi_version() -> u32 {
     0
