@@ -49,6 +49,7 @@ header:
 	    { echo 'header: cargo not found (set ABI_CARGO=/path/to/cargo)' >&2; exit 1; }
 	@mkdir -p $(ABI_BUILD)
 	$(ABI_CBINDGEN_RUN) -o $(abspath abi/memra.h) .
+	$(MAKE) rust-bindings
 
 header-check:
 	@test -n '$(strip $(ABI_CARGO))' || \
