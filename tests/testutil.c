@@ -130,6 +130,9 @@ MemraSliceU64 tu_sub_u64(MemraSliceMutU64 s, size_t start, size_t len)
 
 size_t tu_bit_diffs(const float *a, const float *b, size_t len)
 {
+    /* The common, passing case in one pass; count word by word only when something differs. */
+    if (len == 0 || memcmp(a, b, len * sizeof(float)) == 0)
+        return 0;
     size_t d = 0;
     for (size_t i = 0; i < len; i++)
         d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
@@ -168,4 +171,37 @@ double tu_rel_err_f32(const float *a, const float *ref, size_t len)
     if (!isfinite(num))
         return INFINITY;
     return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+uint64_t tu_mix_seed(uint64_t base, uint64_t stream)
+{
+    uint64_t z = base + (stream + 1) * UINT64_C(0x9E3779B97F4A7C15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+uint64_t tu_addr(MemraSliceMutF32 s)
+{
+    return (uint64_t)(uintptr_t)s.ptr;
+}
+
+MemraSliceMutF32 tu_zeros(MemraEngine *e, size_t len)
+{
+    MemraSliceMutF32 s;
+    cr_assert_eq(memra_alloc_f32(e, len, MEMRA_ALLOC_INIT_ZEROED, &s), MEMRA_STATUS_OK,
+                 "memra_alloc_f32: %s", memra_last_error_message());
+    return s;
+}
+
+void tu_free(MemraEngine *e, void *ptr)
+{
+    cr_assert_eq(memra_free(e, ptr), MEMRA_STATUS_OK, "memra_free: %s", memra_last_error_message());
+}
+
+void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst)
+{
+    MemraSliceMutF32 d = {dst, src.len};
+    cr_assert_eq(memra_dtoh_f32(e, src, d), MEMRA_STATUS_OK, "memra_dtoh_f32: %s",
+                 memra_last_error_message());
 }

@@ -4,6 +4,7 @@
 #ifndef MEMRA_TESTUTIL_H
 #define MEMRA_TESTUTIL_H
 
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,5 +51,33 @@ double tu_rel_err_f32(const float *a, const float *ref, size_t len);
 
 /* The poison pattern: a signalling-NaN bit pattern no kernel produces. */
 #define TU_POISON_BITS UINT32_C(0x7fa5a5a5)
+
+/* Prints a seed (uint64_t) in the form that replays it: `MEMRA_TEST_SEED=0x... ./memra_tests`. */
+#define TU_SEED_FMT "MEMRA_TEST_SEED=0x%016" PRIx64
+
+/* Asserts that a library call returned MEMRA_STATUS_OK, naming the call, the status and the
+ * library's message. Usable wherever Criterion assertions are. */
+#define TU_OK(call)                                                                                \
+    do {                                                                                           \
+        MemraStatus tu_st_ = (call);                                                               \
+        cr_assert_eq(tu_st_, MEMRA_STATUS_OK, "%s returned %s: %s", #call,                         \
+                     memra_status_string(tu_st_), memra_last_error_message());                     \
+    } while (0)
+
+/* An independent stream seed derived from a base seed and a stream number (splitmix64 of their
+ * combination), so one printed base seed replays every input of a test. */
+uint64_t tu_mix_seed(uint64_t base, uint64_t stream);
+
+/* The address of a buffer as a pointer-table entry. */
+uint64_t tu_addr(MemraSliceMutF32 s);
+
+/* A buffer whose every element reads as zero. */
+MemraSliceMutF32 tu_zeros(MemraEngine *e, size_t len);
+
+/* Frees a buffer made through the engine (memra_free), asserting success. */
+void tu_free(MemraEngine *e, void *ptr);
+
+/* Reads a device slice back into the existing host array `dst` (src.len elements). */
+void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
 
 #endif /* MEMRA_TESTUTIL_H */
