@@ -1,0 +1,102 @@
+/*
+ * Device and launch helpers shared by the CUDA kernels (ssm_conv1d.cu, gdn_prep.cu,
+ * gdn_scan.cu): the two 32-lane reductions of the arithmetic contract (SPEC section 4), the
+ * programmatic-dependent-launch handshake, and the one launch function every entry point uses.
+ *
+ * Build: nvcc -O3 with the default floating-point flags (FMA contraction on, IEEE division and
+ * square root, no fast-math, no -ftz). Nothing here may change an arithmetic result; the
+ * reductions below fix the order of every addition the contract names.
+ */
+#ifndef MEMRA_GDN_COMMON_CUH
+#define MEMRA_GDN_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+#define MEMRA__FULL_MASK 0xffffffffu
+
+/* Rows of a 128-element vector that one lane owns: lane L holds i = r*32 + L, r = 0..3. */
+#define MEMRA__PER_LANE (MEMRA__S / MEMRA__LANES)
+
+/*
+ * Butterfly all-reduce over the 32 lanes of a warp: for o = 16, 8, 4, 2, 1 every lane adds the
+ * value of lane L xor o. Each step adds the same two operands in both partner lanes (IEEE
+ * addition is commutative), so every lane ends with the same bits, and those bits are the ones
+ * of the pairwise tree below at lane 0. The scan uses it for kv, which every lane needs.
+ */
+static __device__ __forceinline__ float memra__warp_sum_xor(float x)
+{
+#pragma unroll
+    for (int o = MEMRA__LANES / 2; o >= 1; o /= 2)
+        x = x + __shfl_xor_sync(MEMRA__FULL_MASK, x, o);
+    return x;
+}
+
+/*
+ * Pairwise tree over the 32 lanes with strides 16, 8, 4, 2, 1 where lane L adds lane L + stride;
+ * the total is lane 0's value (the other lanes hold partial sums and must not use theirs). The
+ * prep's sums of squares and the scan's `at` use it.
+ */
+static __device__ __forceinline__ float memra__warp_sum_down(float x)
+{
+#pragma unroll
+    for (int o = MEMRA__LANES / 2; o >= 1; o /= 2)
+        x = x + __shfl_down_sync(MEMRA__FULL_MASK, x, o);
+    return x;
+}
+
+/*
+ * Programmatic dependent launch (Hopper and newer). Every kernel of this library is launched
+ * with programmatic stream serialisation where the device supports it, so the next kernel on the
+ * stream can be scheduled while this one still runs and the launch latency between the three
+ * kernels of a verify step (and the 3 x T of a per-row chain) is hidden.
+ *
+ * The handshake keeps stream semantics exact: memra__pdl_enter() first lets the NEXT kernel
+ * launch early (griddepcontrol.launch_dependents: it only becomes resident and then waits), then
+ * waits until the PREVIOUS grid has completed and its memory is visible (griddepcontrol.wait).
+ * No global memory is touched before the wait, so a kernel never reads what its predecessor
+ * may still be writing, whoever launched that predecessor. Without the launch attribute, and on
+ * architectures before sm_90 where the attribute is not set, the wait returns at once.
+ */
+static __device__ __forceinline__ void memra__pdl_enter(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/*
+ * Launches `kernel` on `stream` with programmatic stream serialisation on devices of compute
+ * capability 9.0 and newer (see memra__pdl_enter, which every kernel calls first), and as a
+ * plain stream-ordered launch elsewhere. Returns the launch's cudaError_t as an int.
+ */
+template <typename... Params, typename... Args>
+static int memra__launch(void (*kernel)(Params...), dim3 grid, dim3 block, void *stream,
+                         Args... args)
+{
+    int device = 0, major = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err != cudaSuccess)
+        return (int)err;
+
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = (cudaStream_t)stream;
+    const bool pdl = major >= 9;
+    cfg.attrs = pdl ? attr : NULL;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
+}
+
+#endif /* MEMRA_GDN_COMMON_CUH */

@@ -1,0 +1,29 @@
+# CUDA backend checks.
+#
+#   make memcheck     (needs a GPU) runs the Criterion suite's CUDA tests under each of
+#                     compute-sanitizer's tools (memcheck with leak checking, racecheck,
+#                     initcheck, synccheck); fails unless every tool reports 0 errors and every
+#                     test passes. Logs: $(BUILD)/sanitize/<tool>.log.
+#                     SANITIZE_FILTER picks the tests (Criterion --filter glob).
+#   make cuda-link-check   (part of `make test`) checks that libmemra.so does not load the CUDA
+#                     runtime or driver at load time: the runtime is linked statically and the
+#                     driver is opened on first use, so the library loads where CUDA is absent.
+#
+# On the GPU machine, tools/device/gpu-check.sh runs the suite, the sanitizers, the probe and
+# the bench from a carried build folder (see kernels/cuda/NOTES.md).
+
+SANITIZE_FILTER ?= */*cuda*
+
+.PHONY: memcheck cuda-link-check
+memcheck: test-c-build
+	tools/device/sanitize.sh $(BUILD)/tests/memra_tests $(BUILD)/sanitize \
+	    --filter='$(SANITIZE_FILTER)'
+
+cuda-link-check: lib
+	@if readelf -d $(LIB_REAL) | grep -E 'NEEDED.*\[(libcudart|libcuda)\.'; then \
+	    echo "cuda-link-check: FAIL: $(LIB_REAL) needs a CUDA library at load time" >&2; \
+	    exit 1; \
+	fi
+	@echo "cuda-link-check: OK: $(LIB_REAL) (CUDA=$(CUDA)) loads without any CUDA library"
+
+TEST_TARGETS += cuda-link-check

@@ -1,0 +1,441 @@
+/*
+ * The CUDA backend: device memory through the CUDA runtime (linked statically, so that
+ * libmemra.so loads where no CUDA is installed), every operation enqueued on the engine's
+ * stream, and graphs captured from that stream. Built without CUDA (no MEMRA_WITH_CUDA), the
+ * same instance exists but refuses to create engines with NO_DEVICE.
+ *
+ * Errors: a CUDA call that fails is reported with the CUDA error's name and description. An
+ * allocation failure is OUT_OF_MEMORY; everything else is DEVICE_ERROR. Errors that poison the
+ * CUDA context (a kernel fault such as an illegal address, reported by the launch, by a
+ * synchronisation or by any later call) are also recorded on the engine as its sticky fault, so
+ * every later call reports it and teardown skips the work that can no longer succeed.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "status.h"
+
+/* The `fn` of this backend's messages; the runtime prefixes the exported function's name. */
+#define CUDA_FN "cuda backend"
+
+#ifdef MEMRA_WITH_CUDA
+
+#include <cuda_runtime_api.h>
+
+typedef struct cuda_engine {
+    int device;
+    /* A private non-blocking stream that zeroes new buffers. It is never captured, so a zeroed
+     * allocation made while the engine's stream is being captured runs at once instead of
+     * becoming part of the graph (where it would re-zero the buffer at every replay). */
+    cudaStream_t side;
+} cuda_engine;
+
+/* Errors after which the CUDA context is unusable: the driver returns them from every later
+ * call, and the process must be restarted to use the device again. */
+static bool is_sticky(cudaError_t err)
+{
+    switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContained:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorExternalDevice:
+    case cudaErrorMpsClientTerminated:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Errors of stream capture itself: the host captured the stream it gave the engine and then
+ * asked for something a capturing stream cannot do. They poison nothing. */
+static bool is_capture_error(cudaError_t err)
+{
+    switch (err) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorStreamCaptureWrongThread:
+    case cudaErrorCapturedEvent:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/*
+ * Reports the failure of the CUDA call `call`. `after_work` marks calls whose error can come from
+ * earlier asynchronous work on the device (synchronisations): such an error means a kernel or
+ * copy faulted, and the engine is marked faulted whatever the code.
+ */
+static MemraStatus report(MemraEngine *e, cudaError_t err, bool after_work, const char *call)
+{
+    char msg[MEMRA__MESSAGE_MAX];
+    snprintf(msg, sizeof msg, "%s failed: %s (%s)", call, cudaGetErrorName(err),
+             cudaGetErrorString(err));
+    if (is_sticky(err) || (after_work && !is_capture_error(err)))
+        return memra__engine_fault(e, MEMRA_STATUS_DEVICE_ERROR, CUDA_FN, msg);
+    /* A non-sticky error is also kept as the runtime's "last error"; clear it so that it cannot
+     * resurface in an unrelated later query. */
+    (void)cudaGetLastError();
+    if (err == cudaErrorMemoryAllocation)
+        return memra__fail(MEMRA_STATUS_OUT_OF_MEMORY, CUDA_FN, "%s", msg);
+    if (is_capture_error(err))
+        return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN, "%s", msg);
+    return memra__fail(MEMRA_STATUS_DEVICE_ERROR, CUDA_FN, "%s", msg);
+}
+
+/* Makes the engine's device current on the calling thread: an engine may be driven from a
+ * different thread at every call, and the runtime's current device is per thread. */
+static MemraStatus enter(MemraEngine *e)
+{
+    const cuda_engine *c = e->impl;
+    cudaError_t err = cudaSetDevice(c->device);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, false, "cudaSetDevice");
+}
+
+/* Engine creation cannot have a fault to record yet: a failure there means the device is not
+ * usable (NO_DEVICE), except for running out of memory. */
+static MemraStatus init_failure(cudaError_t err, const char *call)
+{
+    (void)cudaGetLastError();
+    return memra__fail(err == cudaErrorMemoryAllocation ? MEMRA_STATUS_OUT_OF_MEMORY
+                                                        : MEMRA_STATUS_NO_DEVICE,
+                       CUDA_FN, "no usable CUDA device: %s failed: %s (%s)", call,
+                       cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+static MemraStatus cuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
+{
+    int count = 0;
+    cudaStream_t stream = (cudaStream_t)o->stream;
+    cudaStream_t side = NULL;
+    cuda_engine *c;
+    cudaError_t err;
+
+    /* No driver, a driver too old for this runtime, or no device all fail here. */
+    err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess)
+        return init_failure(err, "cudaGetDeviceCount");
+    MEMRA__FAIL_IF(o->device_ordinal >= count, MEMRA_STATUS_NO_DEVICE, CUDA_FN,
+                   "no usable CUDA device: device ordinal %d is out of range "
+                   "(cudaErrorInvalidDevice: %d device(s) visible)",
+                   (int)o->device_ordinal, count);
+    /* cudaSetDevice also creates the device's primary context. */
+    err = cudaSetDevice(o->device_ordinal);
+    if (err != cudaSuccess)
+        return init_failure(err, "cudaSetDevice");
+
+    if (stream != NULL) {
+        /* An adopted stream must live on the engine's device, or every launch would fail. */
+        int stream_device = -1;
+        err = cudaStreamGetDevice(stream, &stream_device);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, CUDA_FN,
+                               "parameter 'options->stream': expected a live cudaStream_t, "
+                               "cudaStreamGetDevice failed: %s (%s)",
+                               cudaGetErrorName(err), cudaGetErrorString(err));
+        }
+        MEMRA__FAIL_IF(stream_device != o->device_ordinal, MEMRA_STATUS_INVALID_ARGUMENT, CUDA_FN,
+                       "parameter 'options->stream': expected a stream of device %d, got one "
+                       "of device %d",
+                       (int)o->device_ordinal, stream_device);
+    }
+
+    c = calloc(1, sizeof *c);
+    MEMRA__FAIL_IF(c == NULL, MEMRA_STATUS_OUT_OF_MEMORY, CUDA_FN,
+                   "cannot allocate the engine state");
+    err = cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        free(c);
+        return init_failure(err, "cudaStreamCreateWithFlags");
+    }
+    e->owns_stream = stream == NULL;
+    if (e->owns_stream) {
+        /* Non-blocking: the engine's work never serialises with the legacy default stream. */
+        err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        if (err != cudaSuccess) {
+            (void)cudaStreamDestroy(side);
+            free(c);
+            return init_failure(err, "cudaStreamCreateWithFlags");
+        }
+    }
+    c->device = o->device_ordinal;
+    c->side = side;
+    e->impl = c;
+    e->stream = stream;
+    return MEMRA_STATUS_OK;
+}
+
+static void cuda_engine_fini(MemraEngine *e)
+{
+    cuda_engine *c = e->impl;
+    if (c == NULL)
+        return;
+    /* Teardown never fails. After a fault the calls below return the fault again; their
+     * results are ignored, and the host's handles are released regardless. */
+    (void)cudaSetDevice(c->device);
+    if (e->fault == MEMRA_STATUS_OK)
+        (void)cudaStreamSynchronize(e->stream);
+    (void)cudaStreamDestroy(c->side);
+    if (e->owns_stream)
+        (void)cudaStreamDestroy((cudaStream_t)e->stream);
+    (void)cudaGetLastError();
+    free(c);
+    e->impl = NULL;
+    e->stream = NULL;
+    e->owns_stream = false;
+}
+
+static MemraStatus cuda_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, void **out)
+{
+    const cuda_engine *c = e->impl;
+    void *p = NULL;
+    cudaError_t err;
+
+    MEMRA__TRY(enter(e));
+    /* cudaMalloc is allowed while the stream is captured in relaxed mode; it is not recorded. */
+    err = cudaMalloc(&p, bytes);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaMalloc");
+    if (zeroed) {
+        /* On the private side stream, waited for here: the zeros are in place before any work
+         * enqueued afterwards can run, and nothing enters a graph being captured. */
+        err = cudaMemsetAsync(p, 0, bytes, c->side);
+        if (err == cudaSuccess)
+            err = cudaStreamSynchronize(c->side);
+        if (err != cudaSuccess) {
+            MemraStatus st = report(e, err, true, "zeroing a new buffer (cudaMemsetAsync)");
+            (void)cudaFree(p);
+            return st;
+        }
+    }
+    *out = p;
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cuda_mem_free(MemraEngine *e, void *ptr)
+{
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaError_t err;
+
+    if (e->fault != MEMRA_STATUS_OK) {
+        /* The context is poisoned: free what can be freed and report nothing new. */
+        (void)cudaFree(ptr);
+        (void)cudaGetLastError();
+        return MEMRA_STATUS_OK;
+    }
+    MEMRA__TRY(enter(e));
+    /* Work already enqueued may still use the buffer: wait for it first, unless the host is
+     * capturing its own stream (a capturing stream cannot be waited for; its recorded work
+     * has not run, and cudaFree itself waits for the device's running work). */
+    err = cudaStreamIsCapturing((cudaStream_t)e->stream, &capturing);
+    if (err == cudaSuccess && capturing == cudaStreamCaptureStatusNone)
+        err = cudaStreamSynchronize((cudaStream_t)e->stream);
+    if (err != cudaSuccess)
+        return report(e, err, true, "cudaStreamSynchronize before cudaFree");
+    err = cudaFree(ptr);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, false, "cudaFree");
+}
+
+static MemraStatus cuda_copy_htod(MemraEngine *e, void *dst, const void *src, size_t bytes)
+{
+    struct cudaPointerAttributes attr;
+    bool pageable;
+    cudaError_t err;
+
+    MEMRA__TRY(enter(e));
+    /* From pageable memory the runtime stages the data before cudaMemcpyAsync returns, so
+     * `src` may be reused at once. From pinned (or managed) memory the copy is a DMA that runs
+     * later in stream order, so it is waited for before returning. */
+    err = cudaPointerGetAttributes(&attr, src);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaPointerGetAttributes");
+    pageable = attr.type == cudaMemoryTypeUnregistered;
+    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)e->stream);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaMemcpyAsync (host to device)");
+    if (!pageable) {
+        err = cudaStreamSynchronize((cudaStream_t)e->stream);
+        if (err != cudaSuccess)
+            return report(e, err, true, "cudaStreamSynchronize after a pinned copy");
+    }
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cuda_copy_dtoh(MemraEngine *e, void *dst, const void *src, size_t bytes)
+{
+    cudaError_t err;
+
+    MEMRA__TRY(enter(e));
+    /* Enqueued after the engine's work, then waited for: the host sees the results of every
+     * operation enqueued before, and a fault of any of them is reported here. */
+    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)e->stream);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaMemcpyAsync (device to host)");
+    err = cudaStreamSynchronize((cudaStream_t)e->stream);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
+}
+
+static MemraStatus cuda_synchronize(MemraEngine *e)
+{
+    cudaError_t err;
+
+    MEMRA__TRY(enter(e));
+    err = cudaStreamSynchronize((cudaStream_t)e->stream);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
+}
+
+/* The kernels' entry points return the launch's cudaError_t as an int. */
+static MemraStatus launched(MemraEngine *e, int err, const char *kernel)
+{
+    return err == (int)cudaSuccess ? MEMRA_STATUS_OK : report(e, (cudaError_t)err, false, kernel);
+}
+
+static MemraStatus cuda_conv(MemraEngine *e, const memra__conv_args *args)
+{
+    MEMRA__TRY(enter(e));
+    return launched(e, memra__cuda_ssm_conv1d(args, e->stream), "launching the conv kernel");
+}
+
+static MemraStatus cuda_prep(MemraEngine *e, const memra__prep_args *args)
+{
+    MEMRA__TRY(enter(e));
+    return launched(e, memra__cuda_gdn_prep(args, e->stream), "launching the prep kernel");
+}
+
+static MemraStatus cuda_scan(MemraEngine *e, const memra__scan_args *args)
+{
+    MEMRA__TRY(enter(e));
+    return launched(e, memra__cuda_gdn_scan(args, e->stream), "launching the scan kernel");
+}
+
+static MemraStatus cuda_capture_begin(MemraEngine *e)
+{
+    cudaError_t err;
+
+    MEMRA__TRY(enter(e));
+    /* Relaxed: the step may allocate (cudaMalloc) while its operations are being captured. */
+    err = cudaStreamBeginCapture((cudaStream_t)e->stream, cudaStreamCaptureModeRelaxed);
+    if (err == cudaSuccess)
+        return MEMRA_STATUS_OK;
+    if (is_sticky(err))
+        return report(e, err, false, "cudaStreamBeginCapture");
+    (void)cudaGetLastError();
+    /* Typically the host is already capturing the stream it gave the engine. */
+    return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
+                       "cudaStreamBeginCapture failed: %s (%s)", cudaGetErrorName(err),
+                       cudaGetErrorString(err));
+}
+
+static MemraStatus cuda_capture_end(MemraEngine *e, bool keep, void **out_exec)
+{
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t err;
+
+    /* Ending the capture comes first in every case, so the stream is usable again. */
+    (void)cudaSetDevice(((const cuda_engine *)e->impl)->device);
+    err = cudaStreamEndCapture((cudaStream_t)e->stream, &graph);
+    if (!keep) {
+        if (graph != NULL)
+            (void)cudaGraphDestroy(graph);
+        if (err != cudaSuccess && is_sticky(err))
+            (void)report(e, err, false, "cudaStreamEndCapture");
+        (void)cudaGetLastError();
+        return MEMRA_STATUS_OK;
+    }
+    if (err != cudaSuccess) {
+        if (graph != NULL)
+            (void)cudaGraphDestroy(graph);
+        if (is_sticky(err))
+            return report(e, err, false, "cudaStreamEndCapture");
+        (void)cudaGetLastError();
+        return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
+                           "cudaStreamEndCapture failed: %s (%s)", cudaGetErrorName(err),
+                           cudaGetErrorString(err));
+    }
+    err = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaGraphInstantiate");
+    /* Uploading now keeps the one-time set-up cost out of the first replay. */
+    err = cudaGraphUpload(exec, (cudaStream_t)e->stream);
+    if (err != cudaSuccess) {
+        MemraStatus st = report(e, err, false, "cudaGraphUpload");
+        (void)cudaGraphExecDestroy(exec);
+        return st;
+    }
+    *out_exec = exec;
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cuda_graph_launch(MemraEngine *e, void *exec)
+{
+    cudaError_t err;
+
+    MEMRA__TRY(enter(e));
+    err = cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)e->stream);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, false, "cudaGraphLaunch");
+}
+
+static void cuda_graph_free(MemraEngine *e, void *exec)
+{
+    (void)cudaSetDevice(((const cuda_engine *)e->impl)->device);
+    (void)cudaGraphExecDestroy((cudaGraphExec_t)exec);
+    (void)cudaGetLastError();
+}
+
+const memra__backend memra__backend_cuda = {
+    .name = "cuda",
+    .kind = MEMRA_BACKEND_CUDA,
+    .engine_init = cuda_engine_init,
+    .engine_fini = cuda_engine_fini,
+    .mem_alloc = cuda_mem_alloc,
+    .mem_free = cuda_mem_free,
+    .copy_htod = cuda_copy_htod,
+    .copy_dtoh = cuda_copy_dtoh,
+    .synchronize = cuda_synchronize,
+    .conv = cuda_conv,
+    .prep = cuda_prep,
+    .scan = cuda_scan,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
+};
+
+#else /* !MEMRA_WITH_CUDA */
+
+static MemraStatus nocuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
+{
+    return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN, "libmemra was built without CUDA");
+}
+
+/* No engine of this backend can exist (engine_init always fails and leaves nothing behind),
+ * so the runtime never reaches the other entries. */
+const memra__backend memra__backend_cuda = {
+    .name = "cuda",
+    .kind = MEMRA_BACKEND_CUDA,
+    .engine_init = nocuda_engine_init,
+};
+
+#endif /* MEMRA_WITH_CUDA */
