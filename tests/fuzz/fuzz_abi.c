@@ -1,0 +1,1247 @@
+/*
+ * libFuzzer target over the libmemra ABI on the CPU backend.
+ *
+ * The input is a little program: a sequence of commands (allocate, free, copy in or out, call
+ * an operation, capture a graph of operations, replay or destroy a graph, synchronise, call with
+ * a bad handle). Every argument of every call is drawn from the input: shapes, lengths, NULL
+ * pointers, misaligned addresses, views into the same buffer (aliasing), and views of any length
+ * that real memory can back.
+ *
+ * The harness holds an independent model of the rules of SPEC section 6 (an oracle) and checks
+ * each call against it:
+ * - a call the oracle finds invalid must be refused with INVALID_ARGUMENT (or UNSUPPORTED for a
+ *   head dimension other than 128), with a message naming the function, and without a byte of
+ *   any buffer, table or table target changing;
+ * - a call the oracle finds valid must succeed, and then it really runs: every buffer is exactly
+ *   as long as the harness asked for, and every pointer-table entry points at a harness
+ *   allocation exactly as long as the accepted shape needs, so AddressSanitizer reports any read
+ *   or write the library makes out of bounds.
+ * The point is the first rule's converse: an input that the library accepts but then reads or
+ * writes out of bounds, which the sanitizers turn into a crash. A disagreement with the oracle
+ * is also a crash (abort), with a line on stderr saying which call and why.
+ *
+ * Shapes are drawn near small defaults (num_k = num_v = 1, conv_dim 384, t = 2, b_n = 1) so that
+ * an all-zero input is a valid program and the kernels stay fast, with bytes that pick small
+ * values, boundary values or values whose products overflow size_t.
+ *
+ * Input format (bytes; a missing byte reads as 0, so every input is a program):
+ *   command := op:u8 (op % N_CMD selects the command) followed by its own bytes, see run().
+ *   scalar  := x:u8 — 0..127 the default, 128..191 the small value x - 128, 192..247 an entry of
+ *              SPECIAL, 248..255 a raw u64 from the next 8 bytes.
+ *   view    := buffer:u8 mode:u8 k:u8 — buffer 0 is the slot's default buffer; mode's low three
+ *              bits choose the address (start, +k, +16k, +256k elements, misaligned by a few
+ *              bytes, NULL), the next three the length (exactly what the shape needs, one less,
+ *              k more, the rest of the buffer, 0, k), and 0xC0 set means "not wanted" for an
+ *              optional snapshot.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memra.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define S ((size_t)MEMRA_D_STATE)
+
+/* ---- Reading the input ---- */
+
+typedef struct reader {
+    const uint8_t *p;
+    size_t n;
+} reader;
+
+static uint8_t rd8(reader *r)
+{
+    if (r->n == 0)
+        return 0;
+    r->n--;
+    return *r->p++;
+}
+
+static uint64_t rd64(reader *r)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)rd8(r) << (8 * i);
+    return v;
+}
+
+static const size_t SPECIAL[] = {
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    9,
+    64,
+    127,
+    128,
+    129,
+    255,
+    256,
+    383,
+    384,
+    385,
+    (size_t)1 << 32,
+    ((size_t)1 << 57) + 4,
+    (size_t)1 << 57,
+    (size_t)1 << 60,
+    (size_t)1 << 61,
+    (size_t)1 << 62,
+    (size_t)1 << 63,
+    SIZE_MAX / 4 + 1,
+    SIZE_MAX / 8 + 1,
+    SIZE_MAX - 1,
+    SIZE_MAX,
+};
+
+static size_t pick(reader *r, size_t def)
+{
+    uint8_t x = rd8(r);
+    if (x < 128)
+        return def;
+    if (x < 192)
+        return (size_t)(x - 128);
+    if (x < 248)
+        return SPECIAL[(x - 192) % (sizeof SPECIAL / sizeof SPECIAL[0])];
+    return (size_t)rd64(r);
+}
+
+static float pick_float(reader *r, float def)
+{
+    static const float menu[] = {0.0f, -0.5f, 1e-12f, 1e30f, FLT_MAX, 1e-40f, -1.0f};
+    uint8_t x = rd8(r);
+    if (x < 160)
+        return def;
+    switch (x % 4) {
+    case 0:
+        return NAN;
+    case 1:
+        return INFINITY;
+    case 2:
+        return -INFINITY;
+    }
+    return menu[x % (sizeof menu / sizeof menu[0])];
+}
+
+/* Saturating size arithmetic for the oracle: SIZE_MAX stands for "overflowed". */
+static size_t mul(size_t a, size_t b, bool *ovf)
+{
+    size_t r;
+    if (__builtin_mul_overflow(a, b, &r)) {
+        *ovf = true;
+        return SIZE_MAX;
+    }
+    return r;
+}
+
+static size_t add(size_t a, size_t b, bool *ovf)
+{
+    size_t r;
+    if (__builtin_add_overflow(a, b, &r)) {
+        *ovf = true;
+        return SIZE_MAX;
+    }
+    return r;
+}
+
+/* ---- Failing the run ---- */
+
+static void die(const char *what, const char *detail, MemraStatus st)
+{
+    fprintf(stderr, "fuzz_abi: %s: %s (status %s, message \"%s\")\n", what, detail,
+            memra_status_string(st), memra_last_error_message());
+    abort();
+}
+
+/* ---- The harness's buffers ---- */
+
+#define MAX_BUFS 64
+#define DEFAULT_BUFS 10
+/* 16384 floats: room for one state snapshot of num_v = 1 or for 42 rows of 384 channels. */
+#define DEFAULT_WORDS ((size_t)16384)
+
+typedef struct hbuf {
+    unsigned char *ptr;
+    size_t bytes;
+    /* A pointer table of one call: its entries point at that call's table targets and must not
+     * be rewritten, freed or used by another call. */
+    bool table;
+    /* The number of live graphs that read or write this buffer: it must stay alive. */
+    int pins;
+} hbuf;
+
+#define MAX_GRAPHS 4
+#define MAX_PREPARED 4
+#define MAX_SLOTS 10
+
+enum { OP_CONV_B, OP_CONV_T, OP_PREP_B, OP_PREP_V, OP_SCAN_B, OP_SCAN_T, N_OP };
+
+static const char *const OP_NAME[N_OP] = {
+    "memra_ssm_conv1d_fused_decode_b_view",
+    "memra_ssm_conv1d_fused_decode_tloop",
+    "memra_gdn_prep_decode_b",
+    "memra_gdn_prep_decode_b_view",
+    "memra_gdn_scan_s128_batched_view",
+    "memra_gdn_scan_s128_tsnap",
+};
+
+/* Slot kinds per operation, in argument order: i input, t pointer table, o output, s optional
+ * snapshot output. */
+static const char *const OP_SLOTS[N_OP] = {
+    "itio", "itios", "iiiiiooooo", "iiiiiooooo", "iiiiitto", "iiiiitos",
+};
+
+/* Verdicts of the oracle. */
+enum {
+    V_OK,          /* must succeed */
+    V_INVALID,     /* must be INVALID_ARGUMENT */
+    V_UNSUPPORTED, /* must be UNSUPPORTED */
+    V_REFUSE,      /* must be INVALID_ARGUMENT or UNSUPPORTED */
+};
+
+typedef struct call {
+    int op;
+    MemraEngine *engine;
+    size_t d_state, num_v, num_k, key_dim, conv_dim, d_conv, t, b_n;
+    float eps, scale;
+    int n;
+    uintptr_t p[MAX_SLOTS];
+    size_t len[MAX_SLOTS];
+    size_t need[MAX_SLOTS];
+    int verdict;
+    /* The call's own tables (harness buffer indices, -1 for none) and their targets. */
+    int tab[2];
+    void **targets;
+    size_t n_targets;
+    size_t target_bytes;
+    /* Data buffers the call's views use (harness buffer indices), for pinning. */
+    int uses[MAX_SLOTS];
+} call;
+
+typedef struct fuzz {
+    MemraEngine *e;
+    MemraEngine *e2;
+    hbuf buf[MAX_BUFS];
+    int nbuf;
+    MemraGraph *graph[MAX_GRAPHS];
+    call prepared[MAX_GRAPHS][MAX_PREPARED];
+    int n_prepared[MAX_GRAPHS];
+} fuzz;
+
+static size_t slot_elem(const call *c, int s)
+{
+    return OP_SLOTS[c->op][s] == 't' ? sizeof(uint64_t) : sizeof(float);
+}
+
+static bool slot_output(const call *c, int s)
+{
+    char k = OP_SLOTS[c->op][s];
+    return k == 'o' || k == 's';
+}
+
+static bool is_packed(int op)
+{
+    return op == OP_CONV_T || op == OP_SCAN_T;
+}
+
+static int add_buf(fuzz *f, void *ptr, size_t bytes, bool table)
+{
+    if (f->nbuf == MAX_BUFS)
+        return -1;
+    f->buf[f->nbuf] = (hbuf){ptr, bytes, table, 0};
+    return f->nbuf++;
+}
+
+static void drop_buf(fuzz *f, int i)
+{
+    f->buf[i].ptr = NULL;
+    f->buf[i].bytes = 0;
+}
+
+/* A library buffer of `words` f32 words filled with a pattern drawn from `seed`. */
+static int new_data_buf(fuzz *f, size_t words, uint8_t seed)
+{
+    MemraSliceMutF32 s;
+    MemraStatus st = memra_alloc_f32(f->e, words, MEMRA_ALLOC_INIT_UNINIT, &s);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_alloc_f32", "a small allocation failed", st);
+    /* Finite, small and different per buffer: 0x3c3c3c3c is 0.0115f. */
+    memset(s.ptr, 0x30 + (seed & 15), words * sizeof(float));
+    int idx = add_buf(f, s.ptr, words * sizeof(float), false);
+    if (idx < 0 && memra_free(f->e, s.ptr) != MEMRA_STATUS_OK)
+        die("memra_free", "a fresh buffer could not be freed", MEMRA_STATUS_INTERNAL);
+    return idx;
+}
+
+/* ---- The oracle: the rules of SPEC section 6, written from the specification ---- */
+
+static void op_needs(call *c, bool *ovf)
+{
+    size_t rows, t = is_packed(c->op) ? c->t : 1, width = is_packed(c->op) ? 3 : 1;
+    size_t *n = c->need;
+    switch (c->op) {
+    case OP_CONV_B:
+    case OP_CONV_T: {
+        size_t pad = c->d_conv >= 1 ? c->d_conv - 1 : 0;
+        rows = mul(c->b_n, t, ovf);
+        n[0] = mul(rows, c->conv_dim, ovf);
+        n[1] = mul(c->b_n, width, ovf);
+        n[2] = mul(c->conv_dim, c->d_conv, ovf);
+        n[3] = n[0];
+        if (c->op == OP_CONV_T)
+            n[4] = mul(mul(mul(c->b_n, t >= 1 ? t - 1 : 0, ovf), c->conv_dim, ovf), pad, ovf);
+        break;
+    }
+    case OP_PREP_B:
+    case OP_PREP_V: {
+        size_t heads = mul(c->b_n, c->num_v, ovf);
+        n[0] = mul(c->b_n, c->conv_dim, ovf);
+        n[1] = n[2] = heads;
+        n[3] = n[4] = c->num_v;
+        n[5] = n[6] = n[7] = mul(heads, c->d_state, ovf);
+        n[8] = n[9] = heads;
+        break;
+    }
+    case OP_SCAN_B:
+    case OP_SCAN_T: {
+        size_t heads = mul(mul(c->b_n, t, ovf), c->num_v, ovf);
+        size_t act = mul(heads, S, ovf);
+        n[0] = n[1] = n[2] = act;
+        n[3] = n[4] = heads;
+        if (c->op == OP_SCAN_B) {
+            n[5] = n[6] = c->b_n;
+            n[7] = act;
+        } else {
+            n[5] = mul(c->b_n, 3, ovf);
+            n[6] = act;
+            n[7] = mul(mul(mul(c->b_n, t >= 1 ? t - 1 : 0, ovf), c->num_v, ovf), S * S, ovf);
+        }
+        break;
+    }
+    }
+}
+
+static int oracle(call *c)
+{
+    bool bad = false, unsupported = false, ovf = false;
+    size_t t = is_packed(c->op) ? c->t : 1;
+    switch (c->op) {
+    case OP_CONV_B:
+    case OP_CONV_T:
+        bad |= c->conv_dim == 0 || c->d_conv < 1 || c->d_conv > MEMRA_D_CONV_MAX;
+        break;
+    case OP_PREP_B:
+    case OP_PREP_V: {
+        bool o2 = false;
+        /* Any head dimension but 128 is unsupported; zero is not a shape at all, which a
+         * library may call either. */
+        if (c->d_state != S)
+            unsupported = true;
+        bad |= c->num_k == 0 || c->num_v == 0 || !isfinite(c->eps);
+        if (c->num_k != 0)
+            bad |= c->num_v % c->num_k != 0;
+        size_t key = mul(c->d_state, c->num_k, &o2);
+        size_t conv = add(mul(key, 2, &o2), mul(c->d_state, c->num_v, &o2), &o2);
+        bad |= o2 || c->key_dim != key || c->conv_dim != conv;
+        break;
+    }
+    case OP_SCAN_B:
+    case OP_SCAN_T:
+        bad |= c->num_v == 0 || !isfinite(c->scale);
+        break;
+    }
+    bad |= t == 0 || c->b_n == 0;
+    op_needs(c, &ovf);
+    bad |= ovf;
+
+    for (int s = 0; s < c->n && !ovf; s++) {
+        bool optional = OP_SLOTS[c->op][s] == 's';
+        if (optional && c->p[s] == 0 && c->len[s] == 0)
+            continue;
+        size_t bytes;
+        bad |= c->p[s] == 0 && c->len[s] > 0;
+        bad |= c->len[s] < c->need[s];
+        bad |= c->p[s] % slot_elem(c, s) != 0;
+        bad |= __builtin_mul_overflow(c->need[s], slot_elem(c, s), &bytes) ||
+               c->p[s] + bytes < c->p[s];
+    }
+    /* Outputs must not share memory with any other argument; the extent that counts is the
+     * part the shape uses. */
+    for (int s = 0; s < c->n && !ovf; s++) {
+        if (!slot_output(c, s) || c->p[s] == 0 || c->need[s] == 0)
+            continue;
+        uintptr_t lo = c->p[s], hi = lo + c->need[s] * slot_elem(c, s);
+        for (int o = 0; o < c->n; o++) {
+            bool optional = OP_SLOTS[c->op][o] == 's';
+            if (o == s || c->p[o] == 0 || c->need[o] == 0 ||
+                (optional && c->p[o] == 0 && c->len[o] == 0))
+                continue;
+            uintptr_t olo = c->p[o], ohi = olo + c->need[o] * slot_elem(c, o);
+            bad |= lo < ohi && olo < hi;
+        }
+    }
+    /* A head dimension of 0 is not a shape at all: a library may call it either. */
+    if (unsupported)
+        return bad || c->d_state == 0 ? V_REFUSE : V_UNSUPPORTED;
+    return bad ? V_INVALID : V_OK;
+}
+
+/* MEMRA_FUZZ_TRACE=1 prints every checked call (to see what an input exercises). */
+static bool tracing(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("MEMRA_FUZZ_TRACE");
+        on = v != NULL && strcmp(v, "1") == 0;
+    }
+    return on;
+}
+
+static void check_status(const char *fn, int verdict, MemraStatus st)
+{
+    char detail[256];
+    bool pass = false;
+    if (tracing())
+        fprintf(stderr, "fuzz_abi: %s: expected %s, got %s%s%s\n", fn,
+                verdict == V_OK            ? "OK"
+                : verdict == V_INVALID     ? "INVALID_ARGUMENT"
+                : verdict == V_UNSUPPORTED ? "UNSUPPORTED"
+                                           : "a refusal",
+                memra_status_string(st), st == MEMRA_STATUS_OK ? "" : ": ",
+                st == MEMRA_STATUS_OK ? "" : memra_last_error_message());
+    switch (verdict) {
+    case V_OK:
+        pass = st == MEMRA_STATUS_OK;
+        break;
+    case V_INVALID:
+        pass = st == MEMRA_STATUS_INVALID_ARGUMENT;
+        break;
+    case V_UNSUPPORTED:
+        pass = st == MEMRA_STATUS_UNSUPPORTED;
+        break;
+    case V_REFUSE:
+        pass = st == MEMRA_STATUS_INVALID_ARGUMENT || st == MEMRA_STATUS_UNSUPPORTED;
+        break;
+    }
+    if (!pass) {
+        snprintf(detail, sizeof detail, "the oracle expected %s",
+                 verdict == V_OK            ? "success"
+                 : verdict == V_INVALID     ? "INVALID_ARGUMENT"
+                 : verdict == V_UNSUPPORTED ? "UNSUPPORTED"
+                                            : "a refusal");
+        die(fn, detail, st);
+    }
+    if (st != MEMRA_STATUS_OK && strstr(memra_last_error_message(), fn) == NULL)
+        die(fn, "the message does not name the function", st);
+}
+
+/* ---- Building calls ---- */
+
+static void read_view(fuzz *f, reader *r, call *c, int s, int own_table, int def_buf)
+{
+    uint8_t sel = rd8(r), mode = rd8(r), k = rd8(r);
+    size_t elem = slot_elem(c, s);
+    bool table = OP_SLOTS[c->op][s] == 't';
+    int bi;
+    if (table)
+        bi = own_table;
+    else if (sel == 0)
+        bi = def_buf;
+    else if (sel >= 250 && c->tab[0] >= 0)
+        /* An output or input placed on the call's own table: the overlap rules. */
+        bi = c->tab[sel % 2 == 0 || c->tab[1] < 0 ? 0 : 1];
+    else
+        bi = (sel - 1) % f->nbuf;
+    /* Another call's table is never a view: that call may be captured, and a write into its
+     * entries would send its replays to garbage addresses. */
+    if (!table && f->buf[bi].table && bi != c->tab[0] && bi != c->tab[1])
+        bi = def_buf;
+    if (OP_SLOTS[c->op][s] == 's' && (mode & 0xC0) == 0xC0) {
+        c->p[s] = 0;
+        c->len[s] = 0;
+        c->uses[s] = -1;
+        return;
+    }
+    const hbuf *b = &f->buf[bi];
+    if (b->ptr == NULL)
+        bi = def_buf, b = &f->buf[bi];
+    c->uses[s] = bi;
+
+    size_t off = 0;
+    bool null = false;
+    switch (mode & 7) {
+    case 1:
+        off = (size_t)k * elem;
+        break;
+    case 2:
+        off = (size_t)k * 16 * elem;
+        break;
+    case 3:
+        off = (size_t)k * 256 * elem;
+        break;
+    case 4:
+        off = 1 + k % (elem - 1);
+        break;
+    case 5:
+        null = true;
+        break;
+    }
+    if (off > b->bytes)
+        off = 0;
+    size_t need = c->need[s] == SIZE_MAX ? 0 : c->need[s], len = need;
+    switch ((mode >> 3) & 7) {
+    case 3:
+        len = need > 0 ? need - 1 : 0;
+        break;
+    case 4:
+        len = need + k;
+        break;
+    case 5:
+        len = (b->bytes - off) / elem;
+        break;
+    case 6:
+        len = 0;
+        break;
+    case 7:
+        len = k;
+        break;
+    }
+    if (null) {
+        c->p[s] = 0;
+        c->len[s] = len;
+        return;
+    }
+    /* The view never claims more than the allocation holds: the library trusts views, and the
+     * sanitizers must only ever catch the library, not the harness. */
+    size_t room = (b->bytes - off) / elem;
+    c->p[s] = (uintptr_t)b->ptr + off;
+    c->len[s] = len < room ? len : room;
+}
+
+/* A pointer table of `entries` u64 entries; fill_table() points them at their targets. */
+static int new_table(fuzz *f, size_t entries)
+{
+    MemraSliceMutU64 tab;
+    MemraStatus st = memra_alloc_u64(f->e, entries, MEMRA_ALLOC_INIT_ZEROED, &tab);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_alloc_u64", "a table allocation failed", st);
+    int idx = add_buf(f, tab.ptr, entries * sizeof(uint64_t), true);
+    if (idx < 0 && memra_free(f->e, tab.ptr) != MEMRA_STATUS_OK)
+        die("memra_free", "freeing a fresh table failed", MEMRA_STATUS_INTERNAL);
+    return idx;
+}
+
+/* Points every entry of table `idx` at a harness allocation of exactly `target_bytes`: one
+ * element more read or written by the library is a sanitizer report. */
+static void fill_table(fuzz *f, call *c, int idx, size_t target_bytes)
+{
+    size_t entries = f->buf[idx].bytes / sizeof(uint64_t);
+    uint64_t *host = malloc(entries * sizeof *host);
+    void **grown = realloc(c->targets, (c->n_targets + entries) * sizeof *grown);
+    if (host == NULL || grown == NULL)
+        abort();
+    c->targets = grown;
+    for (size_t i = 0; i < entries; i++) {
+        void *target = malloc(target_bytes ? target_bytes : 1);
+        if (target == NULL)
+            abort();
+        memset(target, 0x3c, target_bytes ? target_bytes : 1);
+        c->targets[c->n_targets++] = target;
+        host[i] = (uint64_t)(uintptr_t)target;
+    }
+    MemraSliceU64 src = {host, entries};
+    MemraSliceMutU64 dst = {(uint64_t *)(void *)f->buf[idx].ptr, entries};
+    MemraStatus st = memra_htod_u64_into(f->e, src, dst);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_htod_u64_into", "filling a table failed", st);
+    free(host);
+    c->target_bytes = target_bytes;
+}
+
+/* The bytes a table target must hold for the call's shape if it is accepted; 0 when no
+ * accepted call could need more than a token allocation. */
+static size_t target_bytes_for(const call *c, bool *too_big)
+{
+    bool ovf = false;
+    size_t words = 0;
+    if (c->op == OP_CONV_B || c->op == OP_CONV_T)
+        words = mul(c->conv_dim, c->d_conv >= 1 ? c->d_conv - 1 : 0, &ovf);
+    else if (c->op == OP_SCAN_B || c->op == OP_SCAN_T)
+        words = mul(c->num_v, S * S, &ovf);
+    size_t bytes = mul(words, sizeof(float), &ovf);
+    /* Bigger than a call built from the harness's buffers can legitimately need. */
+    *too_big = ovf || bytes > ((size_t)64 << 20);
+    return bytes;
+}
+
+static void free_call(fuzz *f, call *c)
+{
+    for (int i = 0; i < 2; i++) {
+        if (c->tab[i] < 0)
+            continue;
+        if (memra_free(f->e, f->buf[c->tab[i]].ptr) != MEMRA_STATUS_OK)
+            die("memra_free", "freeing a table failed", MEMRA_STATUS_INTERNAL);
+        drop_buf(f, c->tab[i]);
+        c->tab[i] = -1;
+    }
+    for (size_t i = 0; i < c->n_targets; i++)
+        free(c->targets[i]);
+    free(c->targets);
+    c->targets = NULL;
+    c->n_targets = 0;
+}
+
+/* Reads one operation call from the input. Returns false when the call cannot be set up
+ * within the harness's limits (it is then skipped, having allocated nothing). */
+static bool read_call(fuzz *f, reader *r, call *c)
+{
+    memset(c, 0, sizeof *c);
+    c->tab[0] = c->tab[1] = -1;
+    c->op = rd8(r) % N_OP;
+    c->engine = f->e;
+    c->n = (int)strlen(OP_SLOTS[c->op]);
+    c->d_state = pick(r, S);
+    c->num_k = pick(r, 1);
+    c->num_v = pick(r, c->num_k);
+    bool o = false;
+    c->key_dim = pick(r, mul(c->d_state, c->num_k, &o));
+    size_t model_conv = add(mul(c->key_dim, 2, &o), mul(c->d_state, c->num_v, &o), &o);
+    c->conv_dim = pick(r, c->op <= OP_CONV_T ? 384 : model_conv);
+    c->d_conv = pick(r, 4);
+    c->t = pick(r, 2);
+    c->b_n = pick(r, 1);
+    c->eps = pick_float(r, 1e-6f);
+    c->scale = pick_float(r, 0.08838834764831845f);
+    uint8_t flags = rd8(r);
+
+    bool ovf = false;
+    op_needs(c, &ovf);
+    /* Tables: the needed entries plus a few (capped: a longer need is refused anyway). */
+    size_t entries = 1 + (flags & 3);
+    for (int s = 0; s < c->n; s++)
+        if (OP_SLOTS[c->op][s] == 't' && c->need[s] < 64 && c->need[s] + (flags & 3) > entries)
+            entries = c->need[s] + (flags & 3);
+    if (strchr(OP_SLOTS[c->op], 't')) {
+        c->tab[0] = new_table(f, entries);
+        /* The per-row scan's out_ptrs: a table of its own, or in place (the same entries). */
+        if (c->op == OP_SCAN_B && !(flags & 4))
+            c->tab[1] = new_table(f, entries);
+        if (c->tab[0] < 0 || (c->op == OP_SCAN_B && !(flags & 4) && c->tab[1] < 0)) {
+            free_call(f, c);
+            return false;
+        }
+    }
+    int tables_seen = 0;
+    for (int s = 0; s < c->n; s++) {
+        int own = -1;
+        if (OP_SLOTS[c->op][s] == 't')
+            own = c->tab[tables_seen++ == 0 || c->tab[1] < 0 ? 0 : 1];
+        read_view(f, r, c, s, own, s % DEFAULT_BUFS);
+    }
+    c->verdict = oracle(c);
+
+    /* Table targets: for a call that may run, exactly the shape's size; for one that must be
+     * refused, a token allocation (if the library ran it anyway, the sanitizers would say). */
+    bool too_big = false;
+    size_t tbytes = target_bytes_for(c, &too_big);
+    bool ovf2 = false;
+    if (c->verdict != V_OK || too_big)
+        tbytes = 64;
+    else if (mul(entries * (c->tab[1] >= 0 ? 2 : 1), tbytes, &ovf2) > ((size_t)32 << 20) || ovf2) {
+        /* Legitimate but too big to run quickly: skip it. */
+        free_call(f, c);
+        return false;
+    }
+    if (c->verdict == V_OK && too_big) {
+        free_call(f, c);
+        return false;
+    }
+    for (int i = 0; i < 2; i++)
+        if (c->tab[i] >= 0)
+            fill_table(f, c, c->tab[i], tbytes);
+    return true;
+}
+
+static MemraStatus invoke(const call *c, MemraEngine *e)
+{
+#define FI(i) ((MemraSliceF32){(const float *)c->p[i], c->len[i]})
+#define FO(i) ((MemraSliceMutF32){(float *)c->p[i], c->len[i]})
+#define UI(i) ((MemraSliceU64){(const uint64_t *)c->p[i], c->len[i]})
+    switch (c->op) {
+    case OP_CONV_B:
+        return memra_ssm_conv1d_fused_decode_b_view(e, FI(0), UI(1), FI(2), FO(3), c->conv_dim,
+                                                    c->d_conv, c->b_n);
+    case OP_CONV_T:
+        return memra_ssm_conv1d_fused_decode_tloop(e, FI(0), UI(1), FI(2), FO(3), FO(4),
+                                                   c->conv_dim, c->d_conv, c->t, c->b_n);
+    case OP_PREP_B:
+        return memra_gdn_prep_decode_b(e, FI(0), FI(1), FI(2), FI(3), FI(4), FO(5), FO(6), FO(7),
+                                       FO(8), FO(9), c->d_state, c->num_v, c->num_k, c->key_dim,
+                                       c->eps, c->conv_dim, c->b_n);
+    case OP_PREP_V:
+        return memra_gdn_prep_decode_b_view(e, FI(0), FI(1), FI(2), FI(3), FI(4), FO(5), FO(6),
+                                            FO(7), FO(8), FO(9), c->d_state, c->num_v, c->num_k,
+                                            c->key_dim, c->eps, c->conv_dim, c->b_n);
+    case OP_SCAN_B:
+        return memra_gdn_scan_s128_batched_view(e, FI(0), FI(1), FI(2), FI(3), FI(4), UI(5), UI(6),
+                                                FO(7), c->num_v, c->b_n, c->scale);
+    case OP_SCAN_T:
+        return memra_gdn_scan_s128_tsnap(e, FI(0), FI(1), FI(2), FI(3), FI(4), UI(5), FO(6),
+                                         c->num_v, c->t, c->b_n, c->scale, FO(7));
+    }
+#undef FI
+#undef FO
+#undef UI
+    abort();
+}
+
+/* ---- "Nothing written": a copy of every buffer and table target before a call ---- */
+
+typedef struct shot {
+    unsigned char *data;
+    size_t bytes;
+} shot;
+
+static size_t memory_bytes(const fuzz *f, const call *c)
+{
+    size_t n = 0;
+    for (int i = 0; i < f->nbuf; i++)
+        n += f->buf[i].bytes;
+    if (c != NULL)
+        n += c->n_targets * (c->target_bytes ? c->target_bytes : 1);
+    return n;
+}
+
+static void take(const fuzz *f, const call *c, shot *sh)
+{
+    sh->bytes = memory_bytes(f, c);
+    sh->data = malloc(sh->bytes ? sh->bytes : 1);
+    if (sh->data == NULL)
+        abort();
+    size_t at = 0;
+    for (int i = 0; i < f->nbuf; i++) {
+        if (f->buf[i].bytes == 0)
+            continue;
+        memcpy(sh->data + at, f->buf[i].ptr, f->buf[i].bytes);
+        at += f->buf[i].bytes;
+    }
+    for (size_t i = 0; c != NULL && i < c->n_targets; i++) {
+        size_t b = c->target_bytes ? c->target_bytes : 1;
+        memcpy(sh->data + at, c->targets[i], b);
+        at += b;
+    }
+}
+
+static void compare(const fuzz *f, const call *c, shot *sh, const char *fn)
+{
+    size_t at = 0;
+    for (int i = 0; i < f->nbuf; i++) {
+        if (f->buf[i].bytes == 0)
+            continue;
+        if (memcmp(sh->data + at, f->buf[i].ptr, f->buf[i].bytes) != 0)
+            die(fn, "a refused call changed a buffer", MEMRA_STATUS_INTERNAL);
+        at += f->buf[i].bytes;
+    }
+    for (size_t i = 0; c != NULL && i < c->n_targets; i++) {
+        size_t b = c->target_bytes ? c->target_bytes : 1;
+        if (memcmp(sh->data + at, c->targets[i], b) != 0)
+            die(fn, "a refused call changed memory behind a table entry", MEMRA_STATUS_INTERNAL);
+        at += b;
+    }
+    free(sh->data);
+}
+
+/* Whether the snapshot of a call is affordable (targets can be megabytes). */
+static bool affordable(const fuzz *f, const call *c)
+{
+    return memory_bytes(f, c) <= ((size_t)8 << 20);
+}
+
+/* ---- Commands ---- */
+
+enum {
+    CMD_OP,
+    CMD_OP_AGAIN,
+    CMD_ALLOC,
+    CMD_FREE,
+    CMD_HTOD,
+    CMD_DTOH,
+    CMD_CAPTURE,
+    CMD_LAUNCH,
+    CMD_GRAPH_DESTROY,
+    CMD_SYNC,
+    CMD_BAD_HANDLE,
+    CMD_ENGINE_DESTROY,
+    N_CMD
+};
+
+static void cmd_op(fuzz *f, reader *r)
+{
+    call c;
+    if (!read_call(f, r, &c))
+        return;
+    shot sh = {0};
+    bool look = c.verdict != V_OK && affordable(f, &c);
+    if (look)
+        take(f, &c, &sh);
+    MemraStatus st = invoke(&c, f->e);
+    check_status(OP_NAME[c.op], c.verdict, st);
+    if (look)
+        compare(f, &c, &sh, OP_NAME[c.op]);
+    free_call(f, &c);
+}
+
+static void cmd_alloc(fuzz *f, reader *r)
+{
+    bool u64 = rd8(r) & 1;
+    size_t elem = u64 ? sizeof(uint64_t) : sizeof(float);
+    size_t len = pick(r, 256);
+    uint8_t init_byte = rd8(r);
+    MemraAllocInit init = init_byte < 200 ? init_byte % 2 : init_byte;
+    size_t bytes;
+    bool overflow = __builtin_mul_overflow(len, elem, &bytes);
+    bool valid = len > 0 && !overflow && init <= MEMRA_ALLOC_INIT_UNINIT;
+    /* Requests the machine cannot hold are not the harness's business. */
+    if (valid && bytes > ((size_t)16 << 20))
+        return;
+    MemraStatus st;
+    void *ptr = NULL;
+    if (u64) {
+        MemraSliceMutU64 out;
+        st = memra_alloc_u64(f->e, len, init, &out);
+        ptr = out.ptr;
+    } else {
+        MemraSliceMutF32 out;
+        st = memra_alloc_f32(f->e, len, init, &out);
+        ptr = out.ptr;
+    }
+    check_status(u64 ? "memra_alloc_u64" : "memra_alloc_f32", valid ? V_OK : V_INVALID, st);
+    if (st != MEMRA_STATUS_OK)
+        return;
+    memset(ptr, init_byte, bytes);
+    if (add_buf(f, ptr, bytes, false) < 0 && memra_free(f->e, ptr) != MEMRA_STATUS_OK)
+        die("memra_free", "freeing a fresh buffer failed", MEMRA_STATUS_INTERNAL);
+}
+
+static void cmd_free(fuzz *f, reader *r)
+{
+    int i = rd8(r) % f->nbuf;
+    uint8_t how = rd8(r);
+    hbuf *b = &f->buf[i];
+    if (b->ptr == NULL || b->table || b->pins > 0 || i < DEFAULT_BUFS)
+        return;
+    MemraStatus st;
+    if (how % 4 == 1) {
+        /* Not the start of the buffer. */
+        st = memra_free(f->e, b->ptr + 4);
+        check_status("memra_free", V_INVALID, st);
+        return;
+    }
+    if (how % 4 == 2) {
+        char local[8];
+        st = memra_free(f->e, local);
+        check_status("memra_free", V_INVALID, st);
+        return;
+    }
+    st = memra_free(f->e, b->ptr);
+    check_status("memra_free", V_OK, st);
+    drop_buf(f, i);
+    if (how % 4 == 3)
+        check_status("memra_free", V_OK, memra_free(f->e, NULL));
+}
+
+/* A host-side view drawn from the input over `host` (bytes). */
+static void read_host_view(reader *r, unsigned char *host, size_t bytes, size_t elem, uintptr_t *p,
+                           size_t *len)
+{
+    uint8_t mode = rd8(r), k = rd8(r);
+    size_t off = mode & 1 ? 1 + k % (elem - 1) : (size_t)(k % 8) * elem;
+    if (off > bytes)
+        off = 0;
+    *p = (uintptr_t)(host + off);
+    *len = (bytes - off) / elem;
+    if ((mode >> 1) % 4 == 1)
+        *len = *len > 0 ? *len - 1 - k % (*len) : 0;
+    if ((mode >> 1) % 4 == 2)
+        *p = 0;
+}
+
+static void cmd_copy(fuzz *f, reader *r, bool to_device)
+{
+    int i = rd8(r) % f->nbuf;
+    hbuf *b = &f->buf[i];
+    if (b->ptr == NULL || b->table)
+        return;
+    bool u64 = rd8(r) & 1;
+    size_t elem = u64 ? sizeof(uint64_t) : sizeof(float);
+    size_t host_bytes = 8 * (size_t)(rd8(r) + 1);
+    unsigned char *host = malloc(host_bytes);
+    if (host == NULL)
+        abort();
+    memset(host, 0x5a, host_bytes);
+    /* The device side: a view of the buffer, or (CPU backend) of the host array itself to
+     * overlap. */
+    uint8_t mode = rd8(r), k = rd8(r);
+    size_t off = (mode & 1) ? 1 + k % (elem - 1) : (size_t)k * elem;
+    if (off > b->bytes)
+        off = 0;
+    uintptr_t dp = (uintptr_t)b->ptr + off;
+    size_t dlen = (b->bytes - off) / elem;
+    if (mode & 2)
+        dlen = dlen > k ? k : dlen;
+    uintptr_t hp;
+    size_t hlen;
+    read_host_view(r, host, host_bytes, elem, &hp, &hlen);
+    bool overlap_host = mode & 4;
+    if (overlap_host) {
+        /* Both sides inside the same buffer: the CPU backend must refuse overlapping ranges. */
+        hp = (uintptr_t)b->ptr + ((mode >> 3) & 3) * elem;
+        hlen = (b->bytes - ((mode >> 3) & 3) * elem) / elem;
+        if (hlen > dlen)
+            hlen = dlen;
+    }
+    uintptr_t sp = to_device ? hp : dp, dst = to_device ? dp : hp;
+    size_t slen = to_device ? hlen : dlen, dlen2 = to_device ? dlen : hlen;
+    if (!to_device && slen > dlen2 && (mode & 8))
+        slen = dlen2;
+    if (to_device && slen > dlen2 && (mode & 8))
+        slen = dlen2;
+
+    /* The rules: pointers non-NULL where len > 0, aligned, dst at least as long as src, and no
+     * overlap (CPU backend, where both sides are host memory). */
+    bool bad = (sp == 0 && slen > 0) || (dst == 0 && dlen2 > 0) || dlen2 < slen ||
+               (sp != 0 && sp % elem) || (dst != 0 && dst % elem);
+    if (!bad && slen > 0 && sp < dst + slen * elem && dst < sp + slen * elem)
+        bad = true;
+    const char *fn = to_device ? (u64 ? "memra_htod_u64_into" : "memra_htod_f32_into")
+                               : (u64 ? "memra_dtoh_u64" : "memra_dtoh_f32");
+    shot sh = {0};
+    unsigned char *host_copy = malloc(host_bytes);
+    if (host_copy == NULL)
+        abort();
+    memcpy(host_copy, host, host_bytes);
+    if (bad)
+        take(f, NULL, &sh);
+    MemraStatus st;
+    if (u64) {
+        MemraSliceU64 s = {(const uint64_t *)sp, slen};
+        MemraSliceMutU64 d = {(uint64_t *)dst, dlen2};
+        st = to_device ? memra_htod_u64_into(f->e, s, d) : memra_dtoh_u64(f->e, s, d);
+    } else {
+        MemraSliceF32 s = {(const float *)sp, slen};
+        MemraSliceMutF32 d = {(float *)dst, dlen2};
+        st = to_device ? memra_htod_f32_into(f->e, s, d) : memra_dtoh_f32(f->e, s, d);
+    }
+    check_status(fn, bad ? V_INVALID : V_OK, st);
+    if (bad) {
+        compare(f, NULL, &sh, fn);
+        if (memcmp(host, host_copy, host_bytes) != 0)
+            die(fn, "a refused copy changed the host buffer", st);
+    }
+    free(host_copy);
+    free(host);
+}
+
+/* A step that replays prepared calls, optionally misbehaving. */
+typedef struct step_ctx {
+    fuzz *f;
+    call *calls;
+    int n;
+    int misbehave;
+    int calls_made;
+} step_ctx;
+
+enum { MB_NONE, MB_SYNC, MB_HTOD, MB_DTOH, MB_FAIL_THIRD, MB_ALLOC, MB_NESTED, MB_COUNT };
+
+static MemraStatus empty_step(MemraEngine *e, void *user)
+{
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus fuzz_step(MemraEngine *e, void *user)
+{
+    step_ctx *x = user;
+    float host[4] = {0};
+    x->calls_made++;
+    switch (x->misbehave) {
+    case MB_SYNC: {
+        MemraStatus st = memra_engine_synchronize(e);
+        if (st != MEMRA_STATUS_CAPTURE_ERROR)
+            die("memra_engine_synchronize", "inside a capture it must be CAPTURE_ERROR", st);
+        return st;
+    }
+    case MB_HTOD: {
+        MemraSliceF32 src = {host, 4};
+        MemraSliceMutF32 dst = {(float *)(void *)x->f->buf[0].ptr, 4};
+        MemraStatus st = memra_htod_f32_into(e, src, dst);
+        if (st != MEMRA_STATUS_CAPTURE_ERROR)
+            die("memra_htod_f32_into", "inside a capture it must be CAPTURE_ERROR", st);
+        return st;
+    }
+    case MB_DTOH: {
+        MemraSliceF32 src = {(const float *)(void *)x->f->buf[0].ptr, 4};
+        MemraSliceMutF32 dst = {host, 4};
+        MemraStatus st = memra_dtoh_f32(e, src, dst);
+        if (st != MEMRA_STATUS_CAPTURE_ERROR)
+            die("memra_dtoh_f32", "inside a capture it must be CAPTURE_ERROR", st);
+        return st;
+    }
+    case MB_NESTED: {
+        MemraGraph *inner = NULL;
+        MemraStatus st = memra_graph_capture(e, empty_step, NULL, &inner);
+        if (st != MEMRA_STATUS_CAPTURE_ERROR || inner != NULL)
+            die("memra_graph_capture", "a nested capture must be CAPTURE_ERROR", st);
+        return st;
+    }
+    case MB_ALLOC: {
+        /* Allowed: the buffers belong to the graph (or die with a failed capture). */
+        MemraSliceMutF32 a, b;
+        if (memra_alloc_f32(e, 100, MEMRA_ALLOC_INIT_ZEROED, &a) != MEMRA_STATUS_OK ||
+            memra_alloc_f32(e, 50, MEMRA_ALLOC_INIT_UNINIT, &b) != MEMRA_STATUS_OK ||
+            memra_free(e, b.ptr) != MEMRA_STATUS_OK)
+            die("memra_alloc_f32", "allocating inside a capture failed", MEMRA_STATUS_INTERNAL);
+        break;
+    }
+    }
+    for (int i = 0; i < x->n; i++) {
+        MemraStatus st = invoke(&x->calls[i], e);
+        check_status(OP_NAME[x->calls[i].op], x->calls[i].verdict, st);
+        if (st != MEMRA_STATUS_OK)
+            return st;
+    }
+    if (x->misbehave == MB_FAIL_THIRD && x->calls_made == 3)
+        return MEMRA_STATUS_INVALID_ARGUMENT;
+    return MEMRA_STATUS_OK;
+}
+
+static void cmd_capture(fuzz *f, reader *r)
+{
+    int slot = -1;
+    for (int g = 0; g < MAX_GRAPHS; g++)
+        if (f->graph[g] == NULL) {
+            slot = g;
+            break;
+        }
+    if (slot < 0)
+        return;
+    int n = 1 + rd8(r) % MAX_PREPARED;
+    int misbehave = rd8(r) % MB_COUNT;
+    call *calls = f->prepared[slot];
+    int made = 0;
+    bool all_ok = true;
+    for (int i = 0; i < n; i++) {
+        if (!read_call(f, r, &calls[made]))
+            continue;
+        all_ok &= calls[made].verdict == V_OK;
+        made++;
+    }
+    step_ctx x = {.f = f, .calls = calls, .n = made, .misbehave = misbehave};
+    MemraGraph *g = NULL;
+    MemraStatus st = memra_graph_capture(f->e, fuzz_step, &x, &g);
+    bool expect_ok = all_ok && misbehave != MB_SYNC && misbehave != MB_HTOD &&
+                     misbehave != MB_DTOH && misbehave != MB_FAIL_THIRD && misbehave != MB_NESTED;
+    if (expect_ok ? st != MEMRA_STATUS_OK : st != MEMRA_STATUS_CAPTURE_ERROR)
+        die("memra_graph_capture",
+            expect_ok ? "a good step must capture"
+                      : "a bad step must be "
+                        "CAPTURE_ERROR",
+            st);
+    if (st != MEMRA_STATUS_OK) {
+        if (g != NULL)
+            die("memra_graph_capture", "a failed capture wrote *out_graph", st);
+        for (int i = 0; i < made; i++)
+            free_call(f, &calls[i]);
+        return;
+    }
+    f->graph[slot] = g;
+    f->n_prepared[slot] = made;
+    for (int i = 0; i < made; i++)
+        for (int s = 0; s < calls[i].n; s++)
+            if (calls[i].uses[s] >= 0)
+                f->buf[calls[i].uses[s]].pins++;
+}
+
+static void release_graph(fuzz *f, int slot)
+{
+    for (int i = 0; i < f->n_prepared[slot]; i++) {
+        call *c = &f->prepared[slot][i];
+        for (int s = 0; s < c->n; s++)
+            if (c->uses[s] >= 0)
+                f->buf[c->uses[s]].pins--;
+        free_call(f, c);
+    }
+    f->n_prepared[slot] = 0;
+    f->graph[slot] = NULL;
+}
+
+static void cmd_launch(fuzz *f, reader *r)
+{
+    int slot = rd8(r) % MAX_GRAPHS;
+    uint8_t how = rd8(r);
+    if (f->graph[slot] == NULL)
+        return;
+    if (how % 4 == 1) {
+        check_status("memra_graph_launch", V_INVALID, memra_graph_launch(f->e2, f->graph[slot]));
+        return;
+    }
+    int repeats = 1 + how % 3;
+    for (int i = 0; i < repeats; i++)
+        check_status("memra_graph_launch", V_OK, memra_graph_launch(f->e, f->graph[slot]));
+}
+
+static void cmd_graph_destroy(fuzz *f, reader *r)
+{
+    int slot = rd8(r) % MAX_GRAPHS;
+    uint8_t how = rd8(r);
+    if (f->graph[slot] == NULL)
+        return;
+    if (how % 2 == 1) {
+        check_status("memra_graph_destroy", V_INVALID, memra_graph_destroy(f->e2, f->graph[slot]));
+        return;
+    }
+    check_status("memra_graph_destroy", V_OK, memra_graph_destroy(f->e, f->graph[slot]));
+    release_graph(f, slot);
+}
+
+static void cmd_bad_handle(fuzz *f, reader *r)
+{
+    /* Word-aligned memory that is not a handle (never the input's bytes, which could spell a
+     * handle's magic word). */
+    static uint64_t garbage[32];
+    memset(garbage, 0xa5, sizeof garbage);
+    uint8_t which = rd8(r);
+    MemraEngine *e = which & 1 ? (MemraEngine *)(void *)garbage : NULL;
+    switch ((which >> 1) % 6) {
+    case 0:
+        check_status("memra_engine_synchronize", V_INVALID, memra_engine_synchronize(e));
+        break;
+    case 1: {
+        call c;
+        if (!read_call(f, r, &c))
+            return;
+        check_status(OP_NAME[c.op], V_INVALID, invoke(&c, e));
+        free_call(f, &c);
+        break;
+    }
+    case 2: {
+        MemraSliceMutF32 out;
+        check_status("memra_alloc_f32", V_INVALID,
+                     memra_alloc_f32(e, 16, MEMRA_ALLOC_INIT_ZEROED, &out));
+        break;
+    }
+    case 3: {
+        MemraGraph *g = NULL;
+        check_status("memra_graph_capture", V_INVALID,
+                     memra_graph_capture(e, empty_step, NULL, &g));
+        break;
+    }
+    case 4:
+        check_status("memra_graph_launch", V_INVALID,
+                     memra_graph_launch(f->e, (MemraGraph *)(void *)garbage));
+        break;
+    case 5:
+        if (which & 1)
+            check_status("memra_engine_destroy", V_INVALID, memra_engine_destroy(e));
+        break;
+    }
+}
+
+static void cmd_engine_destroy(fuzz *f)
+{
+    bool graphs = false;
+    for (int g = 0; g < MAX_GRAPHS; g++)
+        graphs |= f->graph[g] != NULL;
+    /* With graphs alive the engine must refuse to go, and stay usable. */
+    if (graphs)
+        check_status("memra_engine_destroy", V_INVALID, memra_engine_destroy(f->e));
+}
+
+static MemraEngine *cpu_engine(void)
+{
+    MemraEngineOptions o;
+    MemraEngine *e = NULL;
+    if (memra_engine_options_init(&o) != MEMRA_STATUS_OK)
+        abort();
+    o.backend = MEMRA_BACKEND_CPU;
+    o.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
+    MemraStatus st = memra_engine_create(&o, &e);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_engine_create", "a CPU engine could not be created", st);
+    return e;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static fuzz f;
+    reader r = {data, size};
+    memset(&f, 0, sizeof f);
+    f.e = cpu_engine();
+    f.e2 = cpu_engine();
+    for (int i = 0; i < DEFAULT_BUFS; i++)
+        new_data_buf(&f, DEFAULT_WORDS, (uint8_t)i);
+
+    /* At most 64 commands: the point is many short programs, not a few long ones. */
+    for (int steps = 0; steps < 64 && r.n > 0 && f.nbuf < MAX_BUFS - 4; steps++) {
+        switch (rd8(&r) % N_CMD) {
+        case CMD_OP:
+        case CMD_OP_AGAIN:
+            cmd_op(&f, &r);
+            break;
+        case CMD_ALLOC:
+            cmd_alloc(&f, &r);
+            break;
+        case CMD_FREE:
+            cmd_free(&f, &r);
+            break;
+        case CMD_HTOD:
+            cmd_copy(&f, &r, true);
+            break;
+        case CMD_DTOH:
+            cmd_copy(&f, &r, false);
+            break;
+        case CMD_CAPTURE:
+            cmd_capture(&f, &r);
+            break;
+        case CMD_LAUNCH:
+            cmd_launch(&f, &r);
+            break;
+        case CMD_GRAPH_DESTROY:
+            cmd_graph_destroy(&f, &r);
+            break;
+        case CMD_SYNC:
+            check_status("memra_engine_synchronize", V_OK, memra_engine_synchronize(f.e));
+            break;
+        case CMD_BAD_HANDLE:
+            cmd_bad_handle(&f, &r);
+            break;
+        case CMD_ENGINE_DESTROY:
+            cmd_engine_destroy(&f);
+            break;
+        }
+    }
+
+    /* Teardown: graphs first (the engine refuses to go while they live), then the engines,
+     * which free every buffer still allocated; the leak check sees anything they miss. */
+    for (int g = 0; g < MAX_GRAPHS; g++) {
+        if (f.graph[g] == NULL)
+            continue;
+        check_status("memra_graph_destroy", V_OK, memra_graph_destroy(f.e, f.graph[g]));
+        for (int i = 0; i < f.n_prepared[g]; i++) {
+            call *c = &f.prepared[g][i];
+            for (size_t k = 0; k < c->n_targets; k++)
+                free(c->targets[k]);
+            free(c->targets);
+        }
+    }
+    check_status("memra_engine_destroy", V_OK, memra_engine_destroy(f.e));
+    check_status("memra_engine_destroy", V_OK, memra_engine_destroy(f.e2));
+    return 0;
+}
