@@ -89,7 +89,16 @@ $(LIB_DEV): $(LIB_SONAME)
 TEST_TARGETS :=
 include $(sort $(wildcard mk/*.mk))
 
-test: $(TEST_TARGETS)
+# On a fresh machine the Debian packages the checks need are installed first (as root; otherwise
+# the command to run is printed). DEPS=0 skips that step.
+DEPS ?= 1
+.PHONY: deps-test deps-bench
+deps-test:
+	@$(if $(filter 1,$(DEPS)),tools/install-deps.sh test,true)
+deps-bench:
+	@$(if $(filter 1,$(DEPS)),tools/install-deps.sh bench,true)
+
+test: deps-test $(TEST_TARGETS)
 	@echo "make test: all checks passed"
 
 FORMAT_FILES = $(wildcard src/*.[ch] kernels/*.h kernels/cpu/*.[ch] kernels/cuda/*.cu \

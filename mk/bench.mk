@@ -35,7 +35,7 @@ bench-build: $(BENCH_BIN)
 
 # The plot is drawn even when some configuration FAILED (its points are missing), and the
 # bench's exit status is kept; a setup failure (status 2) leaves no results to plot.
-bench: $(BENCH_BIN)
+bench: deps-bench $(BENCH_BIN)
 	@rc=0; $(BENCH_BIN) --out '$(BENCH_OUT)' --commit '$(BENCH_COMMIT)' \
 	    $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS) || rc=$$?; \
 	if [ $$rc -le 1 ]; then sh bench/plot.sh '$(BENCH_OUT)' || rc=1; fi; exit $$rc
