@@ -5,12 +5,12 @@
 #include "status.h"
 #include "validate.h"
 
-/* Shared by the typed allocation entry points: element count to bytes, refusing overflow. */
+/* Shared by the typed allocation entry points: element count to bytes, refusing overflow. The
+ * caller has checked the engine. */
 static MemraStatus alloc_elems(const char *fn, MemraEngine *e, size_t len, size_t elem,
                                MemraAllocInit init, void **out)
 {
     size_t bytes;
-    MEMRA__TRY(memra__check_engine(fn, e));
     MEMRA__FAIL_IF(len == 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'len': expected >= 1, got 0");
     MEMRA__FAIL_IF(init != MEMRA_ALLOC_INIT_ZEROED && init != MEMRA_ALLOC_INIT_UNINIT,
@@ -63,6 +63,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, Memra
                                           MemraSliceMutF32 *out)
 {
     void *p = NULL;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out", out));
     MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(float), init, &p));
     *out = (MemraSliceMutF32){p, len};
@@ -73,6 +74,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_u64(MemraEngine *engine, size_t len, Memra
                                           MemraSliceMutU64 *out)
 {
     void *p = NULL;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out", out));
     MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(uint64_t), init, &p));
     *out = (MemraSliceMutU64){p, len};
