@@ -701,13 +701,102 @@ static void run_timing(void)
     CHECK(memra_engine_destroy(e));
 }
 
+/* Scan-alone and packed times over T at B = 1 and 32: the slope over T is the cost of a row,
+ * the intercept the fixed cost (launch, state load, final store). */
+static MemraStatus scan_nosnap(MemraEngine *e, void *user)
+{
+    packed *k = user;
+    const problem *p = k->p;
+    return memra_gdn_scan_s128_tsnap(e, ro(k->q), ro(k->k), ro(k->v), ro(k->g), ro(k->be),
+                                     (MemraSliceU64){k->table.ptr, k->table.len}, k->o, p->num_v,
+                                     p->t, p->b, p->scale, (MemraSliceMutF32){NULL, 0});
+}
+
+static void run_sweep(void)
+{
+    MemraEngine *e = engine(MEMRA_BACKEND_CUDA);
+    const size_t ts[5] = {1, 2, 4, 8, 16};
+    const size_t bs[2] = {1, 32};
+    printf("sweep: ornith, hot graph replays (us): B T packed conv prep scan scan-nosnap\n");
+    for (int bi = 0; bi < 2; bi++) {
+        for (int ti = 0; ti < 5; ti++) {
+            const size_t B = bs[bi], T = ts[ti];
+            problem p = make_problem(16, 32, T, B, 4, 99 + T + B);
+            for (size_t i = 0; i < p.num_v; i++)
+                p.a[i] = -fabsf(p.a[i]);
+            packed k = packed_setup(e, &p);
+            (void)bind(e, &k, false);
+            const int reps = B == 1 ? 200 : 20;
+            float tp = time_step(e, packed_step, &k, reps);
+            float tc = time_step(e, conv_only, &k, reps);
+            float tq = time_step(e, prep_only, &k, reps);
+            float ts_ = time_step(e, scan_only, &k, reps);
+            float tn = time_step(e, scan_nosnap, &k, reps);
+            printf("sweep %3zu %3zu %9.2f %9.2f %9.2f %9.2f %9.2f\n", B, T, tp, tc, tq, ts_, tn);
+            free_problem(&p);
+        }
+    }
+    CHECK(memra_engine_destroy(e));
+}
+
+/* FNV-1a over the bits of n floats (0 for an absent tensor). */
+static unsigned long long fnv(const float *a, size_t n)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    if (a == NULL)
+        return 0;
+    const unsigned char *c = (const unsigned char *)a;
+    for (size_t i = 0; i < n * sizeof(float); i++) {
+        h ^= c[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return (unsigned long long)h;
+}
+
+/* Fingerprints of the packed verify's outputs on fixed inputs (both shapes, T = 1, 3 and 8, two
+ * sequences): two builds that print the same lines compute the same bits. */
+static void run_hash(void)
+{
+    MemraEngine *e = engine(MEMRA_BACKEND_CUDA);
+    const size_t shapes[2][2] = {{2, 4}, {16, 32}};
+    const size_t ts[3] = {1, 3, 8};
+    for (int si = 0; si < 2; si++) {
+        for (int ti = 0; ti < 3; ti++) {
+            problem p = make_problem(shapes[si][0], shapes[si][1], ts[ti], 2, 4, 4242 + ti);
+            packed k = packed_setup(e, &p);
+            bound bd = bind(e, &k, false);
+            CHECK(packed_step(e, &k));
+            results r = collect(e, &k, &bd, false);
+            const size_t t = p.t, b = p.b;
+            const size_t ring = p.conv_dim * p.pad;
+            printf("hash num_v=%zu T=%zu conv_out %016llx o %016llx state %016llx ring %016llx "
+                   "snaps %016llx %016llx\n",
+                   p.num_v, t, fnv(r.conv_out, b * t * p.conv_dim), fnv(r.o, b * t * p.value_dim),
+                   fnv(r.final_ssm, b * p.state_words), fnv(r.final_conv, b * ring),
+                   fnv(r.snap_conv, b * (t - 1) * ring),
+                   fnv(r.snap_ssm, b * (t - 1) * p.state_words));
+            free_problem(&p);
+        }
+    }
+    CHECK(memra_engine_destroy(e));
+}
+
 int main(int argc, char **argv)
 {
-    bool check = false, timing = false, cpu_only = false;
+    bool check = false, timing = false, cpu_only = false, sweep = false;
     for (int i = 1; i < argc; i++) {
         check |= strcmp(argv[i], "check") == 0;
         timing |= strcmp(argv[i], "time") == 0;
         cpu_only |= strcmp(argv[i], "cpu") == 0;
+        sweep |= strcmp(argv[i], "sweep") == 0;
+        if (strcmp(argv[i], "hash") == 0) {
+            run_hash();
+            return failures ? 1 : 0;
+        }
+    }
+    if (sweep) {
+        run_sweep();
+        return failures ? 1 : 0;
     }
     if (!check && !timing)
         check = timing = true;
