@@ -7,7 +7,9 @@
 # suite alone took about 3 minutes on 2026-11-30), so name the steps a call needs.
 #
 # usage: tools/device/gpu-check.sh [STEP...]
-#   steps: info suite sanitize probe-sanitize probe bench sass (default: all, in that order)
+#   steps: info hash suite sanitize probe-sanitize probe bench sass (default: all, in that order)
+#   hash compares the probe's fingerprints of every packed output with those of libmemra 1.0.0
+#   (tools/device/hash-1.0.0.txt): a kernel change must not change a bit.
 # Built here first (see kernels/cuda/NOTES.md, "Running on the GPU machine"):
 #   make BUILD=build-cuda lib test-c-build bench-build; tools/device/build-probe.sh build-cuda
 #   /work/shared/tools/bundle-criterion-libs .device/crit
@@ -24,7 +26,7 @@ build=${BUILD:-build-cuda}
 crit=${CRITERION_LIBS:-.device/crit}
 out=${OUT:-/tmp/memra-gpu-check}
 filter=${SANITIZE_FILTER:-*/*cuda*}
-steps=${*:-info suite sanitize probe-sanitize probe bench sass}
+steps=${*:-info hash suite sanitize probe-sanitize probe bench sass}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/$crit${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -41,6 +43,16 @@ for s in $steps; do
         nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used \
             --format=csv
         ldd "$build/libmemra.so.1" | grep -E 'cuda|criterion' || echo "libmemra: no CUDA library linked dynamically"
+        ;;
+    hash)
+        step hash
+        if "$build/tools/probe" hash >"$out/hash.txt" 2>&1 &&
+            diff tools/device/hash-1.0.0.txt "$out/hash.txt"; then
+            echo "hash: the same bits as libmemra 1.0.0"
+        else
+            echo "hash: FAILED (fingerprints differ from tools/device/hash-1.0.0.txt)"
+            rc=1
+        fi
         ;;
     suite)
         step suite
