@@ -18,7 +18,7 @@
  * (8 adjacent columns), a block SCAN_WARPS warps, i.e. SCAN_COLS adjacent columns of one
  * (sequence, head). NOTES.md (v5) has the measurements behind this layout: on the H200 the scan
  * of 1.0.0 was bound by the multiprocessor's memory instruction issue as much as by HBM; this
- * layout issues about a sixth of its memory instructions per column and row, for twice its
+ * layout issues about a fifth of its memory instructions per column and row, for twice its
  * shuffles (6 per reduction instead of 3).
  *
  * Memory. The state is stored transposed, so a column is 128 contiguous floats. The kernel
