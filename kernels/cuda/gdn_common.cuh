@@ -1,11 +1,12 @@
 /*
  * Device and launch helpers shared by the CUDA kernels (ssm_conv1d.cu, gdn_prep.cu,
- * gdn_scan.cu): the two 32-lane reductions of the arithmetic contract (SPEC section 4), the
- * programmatic-dependent-launch handshake, and the one launch function every entry point uses.
+ * gdn_scan.cu): the contract's 32-lane pairwise tree (SPEC section 4) for a warp that holds one
+ * vector, the programmatic-dependent-launch handshake, and the one launch function every entry
+ * point uses.
  *
  * Build: nvcc -O3 with the default floating-point flags (FMA contraction on, IEEE division and
  * square root, no fast-math, no -ftz). Nothing here may change an arithmetic result; the
- * reductions below fix the order of every addition the contract names.
+ * reduction below fixes the order of every addition the contract names.
  */
 #ifndef MEMRA_GDN_COMMON_CUH
 #define MEMRA_GDN_COMMON_CUH
@@ -21,23 +22,10 @@
 #define MEMRA__PER_LANE (MEMRA__S / MEMRA__LANES)
 
 /*
- * Butterfly all-reduce over the 32 lanes of a warp: for o = 16, 8, 4, 2, 1 every lane adds the
- * value of lane L xor o. Each step adds the same two operands in both partner lanes (IEEE
- * addition is commutative), so every lane ends with the same bits, and those bits are the ones
- * of the pairwise tree below at lane 0. The scan uses it for kv, which every lane needs.
- */
-static __device__ __forceinline__ float memra__warp_sum_xor(float x)
-{
-#pragma unroll
-    for (int o = MEMRA__LANES / 2; o >= 1; o /= 2)
-        x = x + __shfl_xor_sync(MEMRA__FULL_MASK, x, o);
-    return x;
-}
-
-/*
  * Pairwise tree over the 32 lanes with strides 16, 8, 4, 2, 1 where lane L adds lane L + stride;
  * the total is lane 0's value (the other lanes hold partial sums and must not use theirs). The
- * prep's sums of squares and the scan's `at` use it.
+ * prep's sums of squares use it; the scan spreads the same tree over 8 threads (column_sum in
+ * gdn_scan.cu).
  */
 static __device__ __forceinline__ float memra__warp_sum_down(float x)
 {

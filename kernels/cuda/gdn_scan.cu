@@ -101,8 +101,10 @@ template <bool VEC> static __device__ __forceinline__ void store_column(float *p
  *       lanes 0 and 1 are j and j ^ 2 (1 shuffle each). Both threads of a pair add the same two
  *       values (IEEE addition is commutative), so every thread ends with the total's bits.
  *
- * Every thread of the group returns the total: the tree's value at lane 0, which is also what
- * the contract's butterfly all-reduce (used for kv) leaves in every lane.
+ * Every thread of the group returns the total: the tree's value at lane 0. That is also what
+ * the contract's butterfly all-reduce (used for kv: for o = 16 .. 1 every lane adds lane L xor o)
+ * leaves in every lane: at each step the lanes below o hold exactly the tree's values, and both
+ * partners of a pair add the same two operands.
  */
 static __device__ __forceinline__ float column_sum(const float *s, const float *x, unsigned j)
 {
