@@ -540,6 +540,15 @@ static float time_graph(MemraEngine *e, MemraGraph *g, int rounds, int reps)
     return t[rounds / 2];
 }
 
+/* The ornith shape (d_conv 4) with a decaying state, as a real model has: the timed problem. */
+static problem timing_problem(size_t t, size_t b, uint64_t seed)
+{
+    problem p = make_problem(16, 32, t, b, 4, seed);
+    for (size_t i = 0; i < p.num_v; i++)
+        p.a[i] = -fabsf(p.a[i]);
+    return p;
+}
+
 /* Device-to-device copy bandwidth (bytes read + written per second) over a 2 GiB buffer. */
 static double copy_bandwidth(void)
 {
@@ -662,9 +671,7 @@ static void run_timing(void)
            "per-row", "speedup", "conv", "prep", "scan");
     for (int bi = 0; bi < 3; bi++) {
         const size_t B = batches[bi];
-        problem p = make_problem(16, 32, T, B, 4, 77 + B);
-        for (size_t i = 0; i < p.num_v; i++)
-            p.a[i] = -fabsf(p.a[i]); /* a decaying state, as a real model has */
+        problem p = timing_problem(T, B, 77 + B);
         packed k = packed_setup(e, &p);
         bound bd = bind(e, &k, false);
         const int reps = B == 1 ? 200 : 50;
@@ -721,9 +728,7 @@ static void run_sweep(void)
     for (int bi = 0; bi < 2; bi++) {
         for (int ti = 0; ti < 5; ti++) {
             const size_t B = bs[bi], T = ts[ti];
-            problem p = make_problem(16, 32, T, B, 4, 99 + T + B);
-            for (size_t i = 0; i < p.num_v; i++)
-                p.a[i] = -fabsf(p.a[i]);
+            problem p = timing_problem(T, B, 99 + T + B);
             packed k = packed_setup(e, &p);
             (void)bind(e, &k, false);
             const int reps = B == 1 ? 200 : 20;
