@@ -2,8 +2,12 @@
  * CUDA kernel: the GDN recurrent scan, head dim 128, t rows of b_n sequences with the state kept
  * in registers across the rows (SPEC section 4, "Scan"). One kernel serves the per-row op
  * (t == 1, in/out tables with stride 1, in == out allowed) and the packed op (t rows, stride-3
- * table, optional snapshots): every row of every call runs the same machine code (the row loop
- * is not unrolled), so per-row chains and packed calls are bit-identical by construction.
+ * table, optional snapshots). Every row of every call goes through the same per-row function,
+ * scan_row_step, whose rounding is pinned operation by operation (see there), inside a row loop
+ * that is not unrolled; so per-row chains and packed calls are bit-identical by construction.
+ * The kernel has four instantiations: 16-byte or 4-byte accesses (VEC), and one or two rows of
+ * inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for packed calls; see
+ * launch_scan). They differ in where values are loaded from and when, never in arithmetic.
  *
  * Thread mapping. The contract describes one column of one head as 32 "lanes": lane L owns the
  * state rows i = r*32 + L (r = 0..3), accumulates its partial dot products over r, and the 32
@@ -26,13 +30,13 @@
  * state-size floor of the packed verify. A thread reads all its state elements before it
  * writes any, and no thread touches another's, which makes in == out (in place) safe. The q and
  * k rows that all columns of a head share are read through L1; at the start the block asks L1
- * for all t rows of them at once, and each row requests the next row's inputs before it
- * computes. Views and table entries need only be 4-byte aligned (validate.c): the launcher
- * picks the 16-byte kernel when q, k and the snapshots are 16-byte aligned, and the kernel
- * checks the state buffers it reads from the table; otherwise the same code runs with 4-byte
- * accesses (same values in the same registers, so the same results). No shared memory is
- * used: a kernel with a different shared-memory configuration could not share a multiprocessor
- * with the conv and prep kernels that precede it under programmatic dependent launch
+ * for all t rows of them at once, and each row requests the inputs of a later row (the next,
+ * or the one after it) before it computes. Views and table entries need only be 4-byte aligned
+ * (validate.c): the launcher picks the 16-byte kernel when q, k and the snapshots are 16-byte
+ * aligned, and the kernel checks the state buffers it reads from the table; otherwise the same code
+ * runs with 4-byte accesses (same values in the same registers, so the same results). No shared
+ * memory is used: a kernel with a different shared-memory configuration could not share a
+ * multiprocessor with the conv and prep kernels that precede it under programmatic dependent launch
  * (NOTES.md, v3).
  */
 #include <stdint.h>
@@ -199,12 +203,30 @@ static __device__ __forceinline__ void scan_row_step(float (&s)[SCAN_NC][SCAN_EL
     }
 }
 
+/* Moves the input pointers to the next row, or leaves them on the current one when `step` is
+ * false (the last row: a read past it would leave the views). */
+static __device__ __forceinline__ void advance_row(scan_ptrs &a, bool step)
+{
+    const size_t adv = step ? 1 : 0;
+    a.kp += adv * a.row_step;
+    a.qp += adv * a.row_step;
+    a.vp += adv * a.row_step;
+    a.gp += adv * a.num_v;
+    a.bp += adv * a.num_v;
+}
+
 /*
  * The t rows of this thread's columns. VEC picks 16-byte or 4-byte accesses for k, q and the
- * snapshots; the state's own accesses follow a.state_vec. Each row requests the next row's
- * inputs before it computes (the last row re-reads its own, in bounds, instead of branching).
+ * snapshots; the state's own accesses follow a.state_vec. AHEAD rows of inputs are held in
+ * registers: each row requests the inputs of the row AHEAD after it before it computes (rows
+ * past the last re-read the last, in bounds, instead of branching). ptxas places those loads
+ * after the row's arithmetic (keeping their registers free until then; NOTES.md, v6, has the
+ * profile), so with AHEAD == 1 a row starts by waiting for its inputs from L2, which was a
+ * quarter of the scan's stall samples at B = 1. AHEAD == 2 gives the loads a whole row to
+ * arrive, for about 40 more registers (165-168 instead of 125-127). The rows' arithmetic is the
+ * same scan_row_step either way.
  */
-template <bool VEC> static __device__ __forceinline__ void scan_rows(scan_ptrs a)
+template <bool VEC, int AHEAD> static __device__ __forceinline__ void scan_rows(scan_ptrs a)
 {
     float s[SCAN_NC][SCAN_ELEMS];
 #pragma unroll
@@ -217,25 +239,29 @@ template <bool VEC> static __device__ __forceinline__ void scan_rows(scan_ptrs a
                 load4<false>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
         }
 
-    scan_row cur;
-    load_row<VEC>(cur, a);
+    /* in[0] is the row being computed, in[i] the row i after it. */
+    scan_row in[AHEAD];
+    load_row<VEC>(in[0], a);
+#pragma unroll
+    for (int i = 1; i < AHEAD; i++) {
+        advance_row(a, (size_t)i < a.t);
+        load_row<VEC>(in[i], a);
+    }
 #pragma unroll 1
     for (size_t row = 0; row < a.t; row++) {
-        const size_t adv = row + 1 < a.t ? 1 : 0;
-        a.kp += adv * a.row_step;
-        a.qp += adv * a.row_step;
-        a.vp += adv * a.row_step;
-        a.gp += adv * a.num_v;
-        a.bp += adv * a.num_v;
-        scan_row nxt;
-        load_row<VEC>(nxt, a);
+        advance_row(a, row + AHEAD < a.t);
+        scan_row next;
+        load_row<VEC>(next, a);
 
         const bool snap_row = a.sn != nullptr && row + 1 < a.t;
-        scan_row_step<VEC>(s, cur, a.j, a.scale, a.op, snap_row ? a.sn : nullptr);
+        scan_row_step<VEC>(s, in[0], a.j, a.scale, a.op, snap_row ? a.sn : nullptr);
         if (snap_row)
             a.sn += a.state_words;
         a.op += a.row_step;
-        cur = nxt;
+#pragma unroll
+        for (int i = 0; i + 1 < AHEAD; i++)
+            in[i] = in[i + 1];
+        in[AHEAD - 1] = next;
     }
 
 #pragma unroll
@@ -247,7 +273,7 @@ template <bool VEC> static __device__ __forceinline__ void scan_rows(scan_ptrs a
     }
 }
 
-template <bool VEC>
+template <bool VEC, int AHEAD>
 __global__ void __launch_bounds__(SCAN_THREADS)
     gdn_scan_kernel(const float *__restrict__ q, const float *__restrict__ k,
                     const float *__restrict__ v, const float *__restrict__ g_log,
@@ -309,22 +335,32 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
     }
 
-    scan_rows<VEC>(a);
+    scan_rows<VEC, AHEAD>(a);
 }
 
 /* Grid: one block per (sequence, head, group of SCAN_COLS columns), flattened into x as
  * ((b * num_v + h) * SCAN_BLOCKS_PER_HEAD + group); far below the 2^31 - 1 limit for any batch
  * that fits in device memory (each block covers 16 KiB of state). The 16-byte kernel needs
  * q, k and the snapshots 16-byte aligned: every offset the kernel adds is a multiple of 4
- * floats. */
+ * floats. Packed calls (t >= 2) hold two rows of inputs ahead: on the H200 that made the ornith
+ * verify at B = 32, T = 8 about 2.4 us faster (three blocks per multiprocessor instead of four,
+ * but no row waits for L2), and changed nothing at B = 1. The per-row op (t == 1) has no next
+ * row to wait for and keeps AHEAD = 1: with 2, the T = 8 per-row chain took 48.4 us instead of
+ * 44.9 (NOTES.md, v6). */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
-    return memra__launch(vec ? gdn_scan_kernel<true> : gdn_scan_kernel<false>, grid,
-                         dim3(SCAN_THREADS), stream, a->q, a->k, a->v, a->g_log, a->beta,
-                         a->in_table, a->in_stride, a->out_table, a->out_stride, a->o, a->snap,
-                         a->num_v, a->t, a->scale);
+    void (*kernel)(const float *, const float *, const float *, const float *, const float *,
+                   const uint64_t *, size_t, const uint64_t *, size_t, float *, float *, size_t,
+                   size_t, float);
+    if (a->t >= 2)
+        kernel = vec ? gdn_scan_kernel<true, 2> : gdn_scan_kernel<false, 2>;
+    else
+        kernel = vec ? gdn_scan_kernel<true, 1> : gdn_scan_kernel<false, 1>;
+    return memra__launch(kernel, grid, dim3(SCAN_THREADS), stream, a->q, a->k, a->v, a->g_log,
+                         a->beta, a->in_table, a->in_stride, a->out_table, a->out_stride, a->o,
+                         a->snap, a->num_v, a->t, a->scale);
 }
 
 extern "C" int memra__cuda_gdn_scan(const memra__scan_args *args, void *stream)
