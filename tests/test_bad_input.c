@@ -1971,25 +1971,39 @@ ParameterizedTest(MemraStatus *status, bad_input, status_string_unknown)
                      "memra_status_string changed the thread's last error message");
 }
 
-/* ---- The same cases in one process, for valgrind ---- */
+/* ---- The same cases in one process, for valgrind and compute-sanitizer ---- */
 
-/* Under valgrind every test process costs seconds to start, so `make leakcheck` runs the
- * generated cases here, one after the other in a single process, instead of as the separate
- * tests above (which it filters out). Enabled by MEMRA_TEST_SWEEP=1, skipped otherwise (the
- * separate tests already run them). The first failing case stops the sweep and names itself. */
-Test(bad_input, cpu_sweep)
+/* Under valgrind and under compute-sanitizer every test process costs seconds to start, so
+ * `make leakcheck` and `make memcheck` run the generated cases here, one after the other in a
+ * single process per backend, instead of as the separate tests above (which they filter out).
+ * Enabled by MEMRA_TEST_SWEEP=1, skipped otherwise (the separate tests already run them). The
+ * first failing case stops the sweep and names itself. */
+static void sweep(MemraBackend backend, const char *separate)
 {
     const char *on = getenv("MEMRA_TEST_SWEEP");
     if (on == NULL || strcmp(on, "1") != 0)
-        cr_skip_test("the cases run as bad_input/cpu; MEMRA_TEST_SWEEP=1 runs them in one "
-                     "process (make leakcheck does)");
-    size_t n = gen_op_cases(NULL, MEMRA_BACKEND_CPU);
+        cr_skip_test("the cases run as %s; MEMRA_TEST_SWEEP=1 runs them in one process (make "
+                     "leakcheck and make memcheck do)",
+                     separate);
+    /* Skip (no CUDA device) before anything is allocated, so that the leak checks see none. */
+    TU_OK(memra_engine_destroy(tu_engine(backend)));
+    size_t n = gen_op_cases(NULL, backend);
     bi_case *cases = malloc(n * sizeof *cases);
     cr_assert_not_null(cases);
-    gen_op_cases(cases, MEMRA_BACKEND_CPU);
+    gen_op_cases(cases, backend);
     for (size_t i = 0; i < n; i++)
-        run_case(&cases[i], MEMRA_BACKEND_CPU);
+        run_case(&cases[i], backend);
     free(cases);
+}
+
+Test(bad_input, cpu_sweep)
+{
+    sweep(MEMRA_BACKEND_CPU, "bad_input/cpu");
+}
+
+Test(bad_input, cuda_sweep)
+{
+    sweep(MEMRA_BACKEND_CUDA, "bad_input/cuda");
 }
 
 /* ---- A leak on purpose, to prove that the leak checks see the library ---- */

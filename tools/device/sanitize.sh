@@ -12,6 +12,8 @@
 #   SANITIZE_TAG      prefix of the log names (default: the tool name alone)
 #   SANITIZE_TIMEOUT  seconds each tool may run (default 0: no limit); a tool that runs out
 #                     fails, and the next one still runs
+#   SANITIZE_MEMCHECK_FLAGS  extra options for memcheck (default none; the bad-input sweep
+#                     needs --report-api-errors no, see mk/cuda.mk)
 set -u
 
 if [ $# -lt 2 ]; then
@@ -36,7 +38,7 @@ mkdir -p "$logdir"
 failed=0
 for tool in $tools; do
     case $tool in
-    memcheck) extra="--leak-check full" ;;
+    memcheck) extra="--leak-check full ${SANITIZE_MEMCHECK_FLAGS:-}" ;;
     *) extra="" ;;
     esac
     log="$logdir/${SANITIZE_TAG:+$SANITIZE_TAG-}$tool.log"
