@@ -10,6 +10,7 @@
  *
  * usage: probe [check] [time] [cpu]   (check and time when neither is given; `cpu` runs the
  *        checks on the CPU backend alone, to test the probe itself on a machine without a GPU)
+ *        probe sweep | hash | step B T   (see run_sweep, run_hash and run_step)
  */
 #include <math.h>
 #include <stdbool.h>
@@ -744,6 +745,23 @@ static void run_sweep(void)
     CHECK(memra_engine_destroy(e));
 }
 
+/* Five eager packed verifies at the ornith shape (B and T from the command line), for a
+ * profiler: `ncu -k regex:gdn_scan --launch-skip 2 --launch-count 1 probe step 1 8` looks at
+ * one scan that runs after two warm-up verifies, with nothing else on the GPU. */
+static void run_step(size_t B, size_t T)
+{
+    MemraEngine *e = engine(MEMRA_BACKEND_CUDA);
+    problem p = timing_problem(T, B, 5 + T + B);
+    packed k = packed_setup(e, &p);
+    (void)bind(e, &k, false);
+    for (int i = 0; i < 5; i++)
+        CHECK(packed_step(e, &k));
+    CHECK(memra_engine_synchronize(e));
+    printf("step: ornith B=%zu T=%zu, 5 eager packed verifies\n", B, T);
+    free_problem(&p);
+    CHECK(memra_engine_destroy(e));
+}
+
 /* FNV-1a over the bits of n floats (0 for an absent tensor). */
 static unsigned long long fnv(const float *a, size_t n)
 {
@@ -794,6 +812,10 @@ int main(int argc, char **argv)
         timing |= strcmp(argv[i], "time") == 0;
         cpu_only |= strcmp(argv[i], "cpu") == 0;
         sweep |= strcmp(argv[i], "sweep") == 0;
+        if (strcmp(argv[i], "step") == 0 && i + 2 < argc) {
+            run_step(strtoul(argv[i + 1], NULL, 10), strtoul(argv[i + 2], NULL, 10));
+            return failures ? 1 : 0;
+        }
         if (strcmp(argv[i], "hash") == 0) {
             run_hash();
             return failures ? 1 : 0;
