@@ -17,8 +17,9 @@
 # 64 MiB a call can carry; NOTES.md says how to stage), and .device/crit.
 #   BUILD            the build or staging folder (default build-cuda)
 #   CRITERION_LIBS   the bundled Criterion libraries (default .device/crit)
-#   SANITIZE_FILTER  Criterion --filter for the sanitizer runs (default: every CUDA test but the
-#                    bad-input cases, which a second pass runs in one process, as make memcheck)
+#   SANITIZE_FILTER  Criterion --filter for the sanitizer runs (default, as make memcheck: every
+#                    CUDA test but the no-device one, see mk/cuda.mk, and the bad-input cases,
+#                    which a second pass runs in one process)
 #   BENCH_ARGS       options for memra_bench (default: the full sweep)
 #   SUITE_TIMEOUT    seconds for the whole Criterion suite (default 400)
 #   SANITIZE_TIMEOUT seconds for each sanitizer tool (default 120)
@@ -27,7 +28,7 @@ set -u -o pipefail
 build=${BUILD:-build-cuda}
 crit=${CRITERION_LIBS:-.device/crit}
 out=${OUT:-/tmp/memra-gpu-check}
-filter=${SANITIZE_FILTER:-@(*/*_cuda|bad_input/cuda_good*|engine/*cuda_*)}
+filter=${SANITIZE_FILTER:-@(*/*_cuda|bad_input/cuda_good*|engine/auto_*cuda*|engine/env_cuda_*)}
 steps=${*:-info hash suite sanitize probe-sanitize probe bench sass}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/$crit${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
