@@ -17,9 +17,7 @@
 # 64 MiB a call can carry; NOTES.md says how to stage), and .device/crit.
 #   BUILD            the build or staging folder (default build-cuda)
 #   CRITERION_LIBS   the bundled Criterion libraries (default .device/crit)
-#   SANITIZE_FILTER  Criterion --filter for the sanitizer runs (default, as make memcheck: every
-#                    CUDA test but the no-device one, see mk/cuda.mk, and the bad-input cases,
-#                    which a second pass runs in one process)
+#   SANITIZE_FILTER  Criterion --filter of the sanitizers' first pass (see sanitize-suite.sh)
 #   BENCH_ARGS       options for memra_bench (default: the full sweep)
 #   SUITE_TIMEOUT    seconds for the whole Criterion suite (default 400)
 #   SANITIZE_TIMEOUT seconds for each sanitizer tool (default 120)
@@ -28,7 +26,6 @@ set -u -o pipefail
 build=${BUILD:-build-cuda}
 crit=${CRITERION_LIBS:-.device/crit}
 out=${OUT:-/tmp/memra-gpu-check}
-filter=${SANITIZE_FILTER:-@(*/*_cuda|bad_input/cuda_good*|engine/auto_*cuda*|engine/env_cuda_*)}
 steps=${*:-info hash suite sanitize probe-sanitize probe bench sass}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/$crit${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -66,15 +63,8 @@ for s in $steps; do
         ;;
     sanitize)
         step sanitize
-        SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} tools/device/sanitize.sh \
-            "$build/tests/memra_tests" "$out/sanitize" \
-            --filter="$filter" || { echo "sanitize: FAILED"; rc=1; }
-        # The bad-input cases in one process, with memcheck's API-error reports off (mk/cuda.mk
-        # says why).
-        MEMRA_TEST_SWEEP=1 SANITIZE_TAG=sweep SANITIZE_MEMCHECK_FLAGS='--report-api-errors no' \
-            SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} tools/device/sanitize.sh \
-            "$build/tests/memra_tests" "$out/sanitize" \
-            --filter=bad_input/cuda_sweep || { echo "sanitize: sweep FAILED"; rc=1; }
+        SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} tools/device/sanitize-suite.sh \
+            "$build/tests/memra_tests" "$out/sanitize" || { echo "sanitize: FAILED"; rc=1; }
         # Only eight files come back: fold the four logs into one.
         for f in "$out"/sanitize/*.log; do
             echo "##### $f"

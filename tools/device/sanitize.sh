@@ -13,7 +13,7 @@
 #   SANITIZE_TIMEOUT  seconds each tool may run (default 0: no limit); a tool that runs out
 #                     fails, and the next one still runs
 #   SANITIZE_MEMCHECK_FLAGS  extra options for memcheck (default none; the bad-input sweep
-#                     needs --report-api-errors no, see mk/cuda.mk)
+#                     needs --report-api-errors no, see sanitize-suite.sh)
 set -u
 
 if [ $# -lt 2 ]; then
