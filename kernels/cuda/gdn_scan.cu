@@ -351,9 +351,7 @@ static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
-    void (*kernel)(const float *, const float *, const float *, const float *, const float *,
-                   const uint64_t *, size_t, const uint64_t *, size_t, float *, float *, size_t,
-                   size_t, float);
+    decltype(&gdn_scan_kernel<true, 1>) kernel;
     if (a->t >= 2)
         kernel = vec ? gdn_scan_kernel<true, 2> : gdn_scan_kernel<false, 2>;
     else
