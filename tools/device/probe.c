@@ -642,13 +642,19 @@ static MemraStatus prep_only(MemraEngine *e, void *user)
                                    p->eps, p->conv_dim, p->b * p->t);
 }
 
-static MemraStatus scan_only(MemraEngine *e, void *user)
+/* The packed scan alone, writing its snapshots to `snap` (none when snap is empty). */
+static MemraStatus scan_into(MemraEngine *e, const packed *k, MemraSliceMutF32 snap)
 {
-    packed *k = user;
     const problem *p = k->p;
     return memra_gdn_scan_s128_tsnap(e, ro(k->q), ro(k->k), ro(k->v), ro(k->g), ro(k->be),
                                      (MemraSliceU64){k->table.ptr, k->table.len}, k->o, p->num_v,
-                                     p->t, p->b, p->scale, k->snap_s);
+                                     p->t, p->b, p->scale, snap);
+}
+
+static MemraStatus scan_only(MemraEngine *e, void *user)
+{
+    const packed *k = user;
+    return scan_into(e, k, k->snap_s);
 }
 
 static float time_step(MemraEngine *e, MemraStepFn fn, void *user, int reps)
@@ -709,17 +715,13 @@ static void run_timing(void)
     CHECK(memra_engine_destroy(e));
 }
 
-/* Scan-alone and packed times over T at B = 1 and 32: the slope over T is the cost of a row,
- * the intercept the fixed cost (launch, state load, final store). */
 static MemraStatus scan_nosnap(MemraEngine *e, void *user)
 {
-    packed *k = user;
-    const problem *p = k->p;
-    return memra_gdn_scan_s128_tsnap(e, ro(k->q), ro(k->k), ro(k->v), ro(k->g), ro(k->be),
-                                     (MemraSliceU64){k->table.ptr, k->table.len}, k->o, p->num_v,
-                                     p->t, p->b, p->scale, (MemraSliceMutF32){NULL, 0});
+    return scan_into(e, user, (MemraSliceMutF32){NULL, 0});
 }
 
+/* Scan-alone and packed times over T at B = 1 and 32: the slope over T is the cost of a row,
+ * the intercept the fixed cost (launch, state load, final store). */
 static void run_sweep(void)
 {
     MemraEngine *e = engine(MEMRA_BACKEND_CUDA);
@@ -798,6 +800,7 @@ static void run_hash(void)
                    fnv(r.final_ssm, b * p.state_words), fnv(r.final_conv, b * ring),
                    fnv(r.snap_conv, b * (t - 1) * ring),
                    fnv(r.snap_ssm, b * (t - 1) * p.state_words));
+            free_results(&r);
             free_problem(&p);
         }
     }
