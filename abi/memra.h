@@ -79,7 +79,7 @@
 /**
  * Minor version: grows when symbols or appended struct fields are added.
  */
-#define MEMRA_VERSION_MINOR 0
+#define MEMRA_VERSION_MINOR 1
 
 /**
  * Patch version: fixes that change no declaration.
@@ -166,6 +166,28 @@ typedef uint32_t MemraBackend;
 #endif // __cplusplus
 
 /**
+ * GQA head order: which key head value head `vh` reads (`MemraVerifyArgs::head_order`).
+ */
+enum MemraHeadOrder
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+    /**
+     * `kh = vh % num_k`: the order ggml and memra-engine store the weights in, and the only
+     * order of the 1.0 operations.
+     */
+    MEMRA_HEAD_ORDER_TILED = 0,
+    /**
+     * `kh = vh / (num_v / num_k)`: the order of Hugging Face, vLLM and fla checkpoints.
+     */
+    MEMRA_HEAD_ORDER_GROUPED = 1,
+};
+#ifndef __cplusplus
+typedef uint32_t MemraHeadOrder;
+#endif // __cplusplus
+
+/**
  * Status codes. Every fallible call returns one; the values are fixed forever and new codes are
  * only ever appended. `memra_status_string()` names a code; `memra_last_error_message()` says
  * what went wrong in the calling thread's last failed call.
@@ -222,6 +244,39 @@ enum MemraStatus
 };
 #ifndef __cplusplus
 typedef uint32_t MemraStatus;
+#endif // __cplusplus
+
+/**
+ * Which state traffic a `memra_gdn_verify()` call performs (`MemraVerifyArgs::mode`).
+ */
+enum MemraVerifyMode
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+    /**
+     * The 1.0 packed program's contract: table rows are `[ring, canonical state, alternate
+     * state]`; the ring snapshots and state snapshots of rows `0 .. t-2` are written, the final
+     * state goes to the alternate buffer when `t` is odd and back to the canonical one when
+     * `t` is even, and the ring is left after row `t - 1`.
+     */
+    MEMRA_VERIFY_MODE_SNAPSHOTS = 0,
+    /**
+     * As `SNAPSHOTS` (same table, same final-state placement, ring rolled through all rows)
+     * but no snapshot is written: `snap_conv` and `snap_ssm` must be empty.
+     */
+    MEMRA_VERIFY_MODE_FINAL_ONLY = 1,
+    /**
+     * Deferred commit: table rows are `[ring, state, journal]`. The rows accepted from the
+     * journal (`accepted[b]`) are folded into the ring and the state first, exactly as the
+     * per-row program would have run them; the `t` new rows run from there; the folded ring
+     * and state are written back in place and the journal is replaced by the `t` new rows.
+     * No snapshot is written.
+     */
+    MEMRA_VERIFY_MODE_JOURNAL = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t MemraVerifyMode;
 #endif // __cplusplus
 
 /**
@@ -329,6 +384,165 @@ typedef struct MemraSliceU64 {
  * untouched.
  */
 typedef MemraStatus (*MemraStepFn)(struct MemraEngine *engine, void *user);
+
+/**
+ * A read-only run of `len` u32 elements at `ptr` (accepted counts live in device memory).
+ */
+typedef struct MemraSliceU32 {
+    /**
+     * First element; 4-byte aligned.
+     */
+    const uint32_t *ptr;
+    /**
+     * Number of elements (not bytes).
+     */
+    size_t len;
+} MemraSliceU32;
+
+/**
+ * Arguments of `memra_gdn_verify()`, `memra_gdn_journal_commit()` and `memra_gdn_rollback()`:
+ * one description of a verify of `b_n` sequences x `t` rows that all three read. Extensible:
+ * fill it with `memra_verify_args_init()`, then set the fields; fields are only ever appended.
+ *
+ * Shapes (S = `d_state` = 128, key_dim = S*num_k, conv_dim = 2*key_dim + S*num_v, pad =
+ * d_conv - 1) are those of the 1.0 operations. Optional outputs are `{NULL, 0}` to skip them;
+ * an optional output that is skipped is never written.
+ */
+typedef struct MemraVerifyArgs {
+    /**
+     * `sizeof(MemraVerifyArgs)` as the caller was compiled; set by the init function.
+     */
+    size_t struct_size;
+    /**
+     * A `MemraVerifyMode` value. Default SNAPSHOTS.
+     */
+    MemraVerifyMode mode;
+    /**
+     * A `MemraHeadOrder` value. Default TILED.
+     */
+    MemraHeadOrder head_order;
+    /**
+     * Head dimension; only 128 is supported (else UNSUPPORTED). Default 128.
+     */
+    size_t d_state;
+    /**
+     * Key heads, `>= 1`. No default (0 is refused).
+     */
+    size_t num_k;
+    /**
+     * Value heads, a multiple of `num_k`. No default (0 is refused).
+     */
+    size_t num_v;
+    /**
+     * Conv width, `1 ..= 8`. No default (0 is refused).
+     */
+    size_t d_conv;
+    /**
+     * Rows per sequence, `>= 1` (the draft length plus one). No default (0 is refused).
+     */
+    size_t t;
+    /**
+     * Sequences, `>= 1`. No default (0 is refused).
+     */
+    size_t b_n;
+    /**
+     * The L2-normalisation epsilon of the prep. Default NaN, which is refused: set it.
+     */
+    float eps;
+    /**
+     * The scale applied to every output `o`. Default NaN, which is refused: set it.
+     */
+    float scale;
+    /**
+     * `[b_n, t, conv_dim]`: the new rows (channels `q | k | v`).
+     */
+    struct MemraSliceF32 qkv;
+    /**
+     * `[b_n, 3]` device addresses, read when the operation executes (see `MemraVerifyMode`
+     * for what the three entries are in each mode). Rings are `[conv_dim, pad]` (slot 0 the
+     * oldest), states `[num_v, S, S]` transposed, journals `memra_gdn_journal_len()` f32
+     * elements.
+     */
+    struct MemraSliceU64 table;
+    /**
+     * `[conv_dim, d_conv]`: the conv weights.
+     */
+    struct MemraSliceF32 w;
+    /**
+     * `[b_n, t, num_v]`: the raw beta logits.
+     */
+    struct MemraSliceF32 beta_raw;
+    /**
+     * `[b_n, t, num_v]`: the decay inputs.
+     */
+    struct MemraSliceF32 alpha;
+    /**
+     * `[num_v]`.
+     */
+    struct MemraSliceF32 dt_bias;
+    /**
+     * `[num_v]`: the pre-negated decay (e.g. `-exp(A_log)`).
+     */
+    struct MemraSliceF32 a;
+    /**
+     * JOURNAL mode, commit and rollback: `[b_n]` u32 in device memory, read when the
+     * operation executes. Journal: how many of the journal's rows sequence b accepted (0 ..=
+     * rows held). Rollback: how many of the verify's `t` rows were accepted (1 ..= t).
+     */
+    struct MemraSliceU32 accepted;
+    /**
+     * `[b_n, t, num_v, S]`: the outputs, scaled by `scale`. Required.
+     */
+    struct MemraSliceMutF32 o;
+    /**
+     * Optional `[b_n, t, conv_dim]`: the conv + SiLU outputs.
+     */
+    struct MemraSliceMutF32 conv_outs;
+    /**
+     * Optional `[b_n, t, num_v, S]`: L2-normalised q, expanded to value heads.
+     */
+    struct MemraSliceMutF32 q_l2;
+    /**
+     * Optional `[b_n, t, num_v, S]`: L2-normalised k, expanded to value heads.
+     */
+    struct MemraSliceMutF32 k_l2;
+    /**
+     * Optional `[b_n, t, num_v, S]`: the v channels.
+     */
+    struct MemraSliceMutF32 v_g;
+    /**
+     * Optional `[b_n, t, num_v]`: `sigmoid(beta_raw)`.
+     */
+    struct MemraSliceMutF32 beta;
+    /**
+     * Optional `[b_n, t, num_v]`: `a * softplus(alpha + dt_bias)`.
+     */
+    struct MemraSliceMutF32 g_log;
+    /**
+     * SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, conv_dim, pad]`, entry r the ring
+     * after row r. Must be empty in the other modes.
+     */
+    struct MemraSliceMutF32 snap_conv;
+    /**
+     * SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, num_v, S, S]`, entry r the state
+     * after row r. Must be empty in the other modes.
+     */
+    struct MemraSliceMutF32 snap_ssm;
+} MemraVerifyArgs;
+
+/**
+ * A writable run of `len` u32 elements at `ptr` (see `MemraSliceU32`).
+ */
+typedef struct MemraSliceMutU32 {
+    /**
+     * First element; 4-byte aligned.
+     */
+    uint32_t *ptr;
+    /**
+     * Number of elements (not bytes).
+     */
+    size_t len;
+} MemraSliceMutU32;
 
 #ifdef __cplusplus
 extern "C" {
@@ -732,6 +946,121 @@ MemraStatus memra_graph_launch(struct MemraEngine *engine,
  * engine).
  */
 MEMRA_API MemraStatus memra_graph_destroy(struct MemraEngine *engine, struct MemraGraph *graph);
+
+/**
+ * Fills `*args` with the defaults of this version and sets `struct_size`: mode SNAPSHOTS,
+ * head order TILED, `d_state` 128, every other count 0 and every slice `{NULL, 0}`, `eps` and
+ * `scale` NaN (so that a caller who forgets them is refused rather than surprised).
+ *
+ * Returns OK, or INVALID_ARGUMENT when `args` is NULL.
+ */
+MEMRA_API MemraStatus memra_verify_args_init(struct MemraVerifyArgs *args);
+
+/**
+ * The whole speculative verify of `b_n` sequences x `t` rows, conv + prep + scan, in ONE
+ * kernel launch on CUDA (one pass on the CPU).
+ *
+ * Every tensor it writes is bit-identical to what the 1.0 program writes for the same inputs
+ * (`memra_ssm_conv1d_fused_decode_tloop()`, `memra_gdn_prep_decode_b()` over the `b_n * t`
+ * rows, `memra_gdn_scan_s128_tsnap()`), and so to `t` chained per-row calls. With the GROUPED
+ * head order it is bit-identical to that program run on head-permuted weights. `o` is always
+ * written; `conv_outs`, `q_l2`, `k_l2`, `v_g`, `beta` and `g_log` only when given.
+ *
+ * Modes (`MemraVerifyMode`): SNAPSHOTS and FINAL_ONLY keep the 1.0 table and parity rules;
+ * JOURNAL reads `accepted` and the journals, folds the accepted rows, runs the new rows,
+ * writes ring and state back in place and leaves the `t` new rows in the journal. In JOURNAL
+ * mode, a sequence whose `accepted[b]` exceeds the rows its journal holds (or whose journal
+ * does not match the shape) is left untouched (ring, state, journal and its outputs) and the
+ * next synchronising call on the engine (`memra_engine_synchronize()`, `memra_dtoh_*()`)
+ * returns INVALID_ARGUMENT naming the operation, the sequence and the value; the engine stays
+ * usable. `accepted[b] = 0` is legal (nothing is folded).
+ *
+ * Graph-capturable; table entries and accepted counts are re-read at every replay.
+ *
+ * Returns OK; INVALID_ARGUMENT (NULL/dead engine, NULL `args`, `struct_size` smaller than
+ * 1.1's, unknown mode or head order, zero or inconsistent counts, short or misaligned views,
+ * snapshots missing in SNAPSHOTS mode or given in another, `accepted` missing in JOURNAL mode,
+ * non-finite `eps` or `scale`, overflowing sizes, outputs overlapping inputs or each other);
+ * UNSUPPORTED (`d_state != 128`); ABI_MISMATCH (`struct_size` larger than this library
+ * knows); DEVICE_ERROR.
+ */
+MEMRA_API
+MemraStatus memra_gdn_verify(struct MemraEngine *engine,
+                             const struct MemraVerifyArgs *args);
+
+/**
+ * The length in f32 elements of one sequence's journal for verifies of up to `t_max` rows of
+ * the given shape. A journal buffer of that length that is zero-filled is empty; its contents
+ * are otherwise the library's own (a header and the rows of the last verify).
+ *
+ * Returns OK; INVALID_ARGUMENT (NULL `out_len`, zero or inconsistent counts, overflow);
+ * UNSUPPORTED (`d_state != 128`).
+ */
+MEMRA_API
+MemraStatus memra_gdn_journal_len(size_t d_state,
+                                  size_t num_k,
+                                  size_t num_v,
+                                  size_t t_max,
+                                  size_t *out_len);
+
+/**
+ * Folds the first `accepted[b]` journal rows of each sequence into its ring and state (table
+ * rows `[ring, state, journal]`), exactly as the per-row program would have run them, and
+ * empties the journal: afterwards ring and state are bit-identical to the per-row program run
+ * on exactly the accepted rows. For a host that must read the state, move the sequence or run
+ * a non-speculative step. Reads `mode` (must be JOURNAL), `head_order`, `d_state`, `num_k`,
+ * `num_v`, `d_conv`, `b_n`, `eps`, `table`, `w`, `dt_bias`, `a` and `accepted`; ignores the
+ * rest. Bad counts are handled as in `memra_gdn_verify()`. Graph-capturable.
+ *
+ * Returns as `memra_gdn_verify()`.
+ */
+MEMRA_API
+MemraStatus memra_gdn_journal_commit(struct MemraEngine *engine,
+                                     const struct MemraVerifyArgs *args);
+
+/**
+ * Device-side rollback after a SNAPSHOTS-mode verify described by `args`: for each sequence,
+ * with n = `accepted[b]` (1 ..= t, device memory, read when the operation executes), makes
+ * the canonical state and the ring those after row n - 1: snapshot n - 1, or the final state
+ * and ring when n == t. Bit-exact copies, one launch for all `b_n` sequences,
+ * graph-capturable. Reads `d_state`, `num_k`, `num_v`, `d_conv`, `t`, `b_n`, `table`,
+ * `snap_conv`, `snap_ssm` and `accepted`; ignores the rest (`mode` must be SNAPSHOTS). A
+ * count of 0 or above `t` leaves that sequence untouched and is reported by the next
+ * synchronising call as in `memra_gdn_verify()`.
+ *
+ * Returns as `memra_gdn_verify()`.
+ */
+MEMRA_API
+MemraStatus memra_gdn_rollback(struct MemraEngine *engine,
+                               const struct MemraVerifyArgs *args);
+
+/**
+ * Allocates `len` u32 elements, as `memra_alloc_f32()` does (for accepted counts).
+ *
+ * Returns as `memra_alloc_f32()`.
+ */
+MEMRA_API
+MemraStatus memra_alloc_u32(struct MemraEngine *engine,
+                            size_t len,
+                            MemraAllocInit init,
+                            struct MemraSliceMutU32 *out);
+
+/**
+ * Copies host u32 values into an existing device buffer, as `memra_htod_f32_into()` does:
+ * how a host writes accepted counts between graph replays.
+ */
+MEMRA_API
+MemraStatus memra_htod_u32_into(struct MemraEngine *engine,
+                                struct MemraSliceU32 src,
+                                struct MemraSliceMutU32 dst);
+
+/**
+ * Copies device u32 values to the host, as `memra_dtoh_f32()` does.
+ */
+MEMRA_API
+MemraStatus memra_dtoh_u32(struct MemraEngine *engine,
+                           struct MemraSliceU32 src,
+                           struct MemraSliceMutU32 dst);
 
 #ifdef __cplusplus
 } // extern "C"

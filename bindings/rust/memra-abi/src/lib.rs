@@ -17,7 +17,7 @@ use std::os::raw::{c_char, c_void};
 pub const MEMRA_VERSION_MAJOR: u32 = 1;
 
 /// Minor version: grows when symbols or appended struct fields are added.
-pub const MEMRA_VERSION_MINOR: u32 = 0;
+pub const MEMRA_VERSION_MINOR: u32 = 1;
 
 /// Patch version: fixes that change no declaration.
 pub const MEMRA_VERSION_PATCH: u32 = 0;
@@ -619,6 +619,262 @@ pub unsafe extern "C" fn memra_graph_launch(
 pub unsafe extern "C" fn memra_graph_destroy(
     engine: *mut MemraEngine,
     graph: *mut MemraGraph,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+// ---------------------------------------------------------------------------------------------
+// ABI 1.1: the one-launch verify, journal mode, commit and device-side rollback. Every symbol
+// below is exported under the MEMRA_1.1 version node.
+// ---------------------------------------------------------------------------------------------
+
+/// Which state traffic a `memra_gdn_verify()` call performs (`MemraVerifyArgs::mode`).
+#[repr(u32)]
+pub enum MemraVerifyMode {
+    /// The 1.0 packed program's contract: table rows are `[ring, canonical state, alternate
+    /// state]`; the ring snapshots and state snapshots of rows `0 .. t-2` are written, the final
+    /// state goes to the alternate buffer when `t` is odd and back to the canonical one when
+    /// `t` is even, and the ring is left after row `t - 1`.
+    Snapshots = 0,
+    /// As `SNAPSHOTS` (same table, same final-state placement, ring rolled through all rows)
+    /// but no snapshot is written: `snap_conv` and `snap_ssm` must be empty.
+    FinalOnly = 1,
+    /// Deferred commit: table rows are `[ring, state, journal]`. The rows accepted from the
+    /// journal (`accepted[b]`) are folded into the ring and the state first, exactly as the
+    /// per-row program would have run them; the `t` new rows run from there; the folded ring
+    /// and state are written back in place and the journal is replaced by the `t` new rows.
+    /// No snapshot is written.
+    Journal = 2,
+}
+
+/// GQA head order: which key head value head `vh` reads (`MemraVerifyArgs::head_order`).
+#[repr(u32)]
+pub enum MemraHeadOrder {
+    /// `kh = vh % num_k`: the order ggml and memra-engine store the weights in, and the only
+    /// order of the 1.0 operations.
+    Tiled = 0,
+    /// `kh = vh / (num_v / num_k)`: the order of Hugging Face, vLLM and fla checkpoints.
+    Grouped = 1,
+}
+
+/// A read-only run of `len` u32 elements at `ptr` (accepted counts live in device memory).
+#[repr(C)]
+pub struct MemraSliceU32 {
+    /// First element; 4-byte aligned.
+    pub ptr: *const u32,
+    /// Number of elements (not bytes).
+    pub len: usize,
+}
+
+/// A writable run of `len` u32 elements at `ptr` (see `MemraSliceU32`).
+#[repr(C)]
+pub struct MemraSliceMutU32 {
+    /// First element; 4-byte aligned.
+    pub ptr: *mut u32,
+    /// Number of elements (not bytes).
+    pub len: usize,
+}
+
+/// Arguments of `memra_gdn_verify()`, `memra_gdn_journal_commit()` and `memra_gdn_rollback()`:
+/// one description of a verify of `b_n` sequences x `t` rows that all three read. Extensible:
+/// fill it with `memra_verify_args_init()`, then set the fields; fields are only ever appended.
+///
+/// Shapes (S = `d_state` = 128, key_dim = S*num_k, conv_dim = 2*key_dim + S*num_v, pad =
+/// d_conv - 1) are those of the 1.0 operations. Optional outputs are `{NULL, 0}` to skip them;
+/// an optional output that is skipped is never written.
+#[repr(C)]
+pub struct MemraVerifyArgs {
+    /// `sizeof(MemraVerifyArgs)` as the caller was compiled; set by the init function.
+    pub struct_size: usize,
+    /// A `MemraVerifyMode` value. Default SNAPSHOTS.
+    pub mode: MemraVerifyMode,
+    /// A `MemraHeadOrder` value. Default TILED.
+    pub head_order: MemraHeadOrder,
+    /// Head dimension; only 128 is supported (else UNSUPPORTED). Default 128.
+    pub d_state: usize,
+    /// Key heads, `>= 1`. No default (0 is refused).
+    pub num_k: usize,
+    /// Value heads, a multiple of `num_k`. No default (0 is refused).
+    pub num_v: usize,
+    /// Conv width, `1 ..= 8`. No default (0 is refused).
+    pub d_conv: usize,
+    /// Rows per sequence, `>= 1` (the draft length plus one). No default (0 is refused).
+    pub t: usize,
+    /// Sequences, `>= 1`. No default (0 is refused).
+    pub b_n: usize,
+    /// The L2-normalisation epsilon of the prep. Default NaN, which is refused: set it.
+    pub eps: f32,
+    /// The scale applied to every output `o`. Default NaN, which is refused: set it.
+    pub scale: f32,
+    /// `[b_n, t, conv_dim]`: the new rows (channels `q | k | v`).
+    pub qkv: MemraSliceF32,
+    /// `[b_n, 3]` device addresses, read when the operation executes (see `MemraVerifyMode`
+    /// for what the three entries are in each mode). Rings are `[conv_dim, pad]` (slot 0 the
+    /// oldest), states `[num_v, S, S]` transposed, journals `memra_gdn_journal_len()` f32
+    /// elements.
+    pub table: MemraSliceU64,
+    /// `[conv_dim, d_conv]`: the conv weights.
+    pub w: MemraSliceF32,
+    /// `[b_n, t, num_v]`: the raw beta logits.
+    pub beta_raw: MemraSliceF32,
+    /// `[b_n, t, num_v]`: the decay inputs.
+    pub alpha: MemraSliceF32,
+    /// `[num_v]`.
+    pub dt_bias: MemraSliceF32,
+    /// `[num_v]`: the pre-negated decay (e.g. `-exp(A_log)`).
+    pub a: MemraSliceF32,
+    /// JOURNAL mode, commit and rollback: `[b_n]` u32 in device memory, read when the
+    /// operation executes. Journal: how many of the journal's rows sequence b accepted (0 ..=
+    /// rows held). Rollback: how many of the verify's `t` rows were accepted (1 ..= t).
+    pub accepted: MemraSliceU32,
+    /// `[b_n, t, num_v, S]`: the outputs, scaled by `scale`. Required.
+    pub o: MemraSliceMutF32,
+    /// Optional `[b_n, t, conv_dim]`: the conv + SiLU outputs.
+    pub conv_outs: MemraSliceMutF32,
+    /// Optional `[b_n, t, num_v, S]`: L2-normalised q, expanded to value heads.
+    pub q_l2: MemraSliceMutF32,
+    /// Optional `[b_n, t, num_v, S]`: L2-normalised k, expanded to value heads.
+    pub k_l2: MemraSliceMutF32,
+    /// Optional `[b_n, t, num_v, S]`: the v channels.
+    pub v_g: MemraSliceMutF32,
+    /// Optional `[b_n, t, num_v]`: `sigmoid(beta_raw)`.
+    pub beta: MemraSliceMutF32,
+    /// Optional `[b_n, t, num_v]`: `a * softplus(alpha + dt_bias)`.
+    pub g_log: MemraSliceMutF32,
+    /// SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, conv_dim, pad]`, entry r the ring
+    /// after row r. Must be empty in the other modes.
+    pub snap_conv: MemraSliceMutF32,
+    /// SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, num_v, S, S]`, entry r the state
+    /// after row r. Must be empty in the other modes.
+    pub snap_ssm: MemraSliceMutF32,
+}
+
+/// Fills `*args` with the defaults of this version and sets `struct_size`: mode SNAPSHOTS,
+/// head order TILED, `d_state` 128, every other count 0 and every slice `{NULL, 0}`, `eps` and
+/// `scale` NaN (so that a caller who forgets them is refused rather than surprised).
+///
+/// Returns OK, or INVALID_ARGUMENT when `args` is NULL.
+#[no_mangle]
+pub unsafe extern "C" fn memra_verify_args_init(args: *mut MemraVerifyArgs) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// The whole speculative verify of `b_n` sequences x `t` rows, conv + prep + scan, in ONE
+/// kernel launch on CUDA (one pass on the CPU).
+///
+/// Every tensor it writes is bit-identical to what the 1.0 program writes for the same inputs
+/// (`memra_ssm_conv1d_fused_decode_tloop()`, `memra_gdn_prep_decode_b()` over the `b_n * t`
+/// rows, `memra_gdn_scan_s128_tsnap()`), and so to `t` chained per-row calls. With the GROUPED
+/// head order it is bit-identical to that program run on head-permuted weights. `o` is always
+/// written; `conv_outs`, `q_l2`, `k_l2`, `v_g`, `beta` and `g_log` only when given.
+///
+/// Modes (`MemraVerifyMode`): SNAPSHOTS and FINAL_ONLY keep the 1.0 table and parity rules;
+/// JOURNAL reads `accepted` and the journals, folds the accepted rows, runs the new rows,
+/// writes ring and state back in place and leaves the `t` new rows in the journal. In JOURNAL
+/// mode, a sequence whose `accepted[b]` exceeds the rows its journal holds (or whose journal
+/// does not match the shape) is left untouched (ring, state, journal and its outputs) and the
+/// next synchronising call on the engine (`memra_engine_synchronize()`, `memra_dtoh_*()`)
+/// returns INVALID_ARGUMENT naming the operation, the sequence and the value; the engine stays
+/// usable. `accepted[b] = 0` is legal (nothing is folded).
+///
+/// Graph-capturable; table entries and accepted counts are re-read at every replay.
+///
+/// Returns OK; INVALID_ARGUMENT (NULL/dead engine, NULL `args`, `struct_size` smaller than
+/// 1.1's, unknown mode or head order, zero or inconsistent counts, short or misaligned views,
+/// snapshots missing in SNAPSHOTS mode or given in another, `accepted` missing in JOURNAL mode,
+/// non-finite `eps` or `scale`, overflowing sizes, outputs overlapping inputs or each other);
+/// UNSUPPORTED (`d_state != 128`); ABI_MISMATCH (`struct_size` larger than this library
+/// knows); DEVICE_ERROR.
+#[no_mangle]
+pub unsafe extern "C" fn memra_gdn_verify(
+    engine: *mut MemraEngine,
+    args: *const MemraVerifyArgs,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// The length in f32 elements of one sequence's journal for verifies of up to `t_max` rows of
+/// the given shape. A journal buffer of that length that is zero-filled is empty; its contents
+/// are otherwise the library's own (a header and the rows of the last verify).
+///
+/// Returns OK; INVALID_ARGUMENT (NULL `out_len`, zero or inconsistent counts, overflow);
+/// UNSUPPORTED (`d_state != 128`).
+#[no_mangle]
+pub unsafe extern "C" fn memra_gdn_journal_len(
+    d_state: usize,
+    num_k: usize,
+    num_v: usize,
+    t_max: usize,
+    out_len: *mut usize,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// Folds the first `accepted[b]` journal rows of each sequence into its ring and state (table
+/// rows `[ring, state, journal]`), exactly as the per-row program would have run them, and
+/// empties the journal: afterwards ring and state are bit-identical to the per-row program run
+/// on exactly the accepted rows. For a host that must read the state, move the sequence or run
+/// a non-speculative step. Reads `mode` (must be JOURNAL), `head_order`, `d_state`, `num_k`,
+/// `num_v`, `d_conv`, `b_n`, `eps`, `table`, `w`, `dt_bias`, `a` and `accepted`; ignores the
+/// rest. Bad counts are handled as in `memra_gdn_verify()`. Graph-capturable.
+///
+/// Returns as `memra_gdn_verify()`.
+#[no_mangle]
+pub unsafe extern "C" fn memra_gdn_journal_commit(
+    engine: *mut MemraEngine,
+    args: *const MemraVerifyArgs,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// Device-side rollback after a SNAPSHOTS-mode verify described by `args`: for each sequence,
+/// with n = `accepted[b]` (1 ..= t, device memory, read when the operation executes), makes
+/// the canonical state and the ring those after row n - 1: snapshot n - 1, or the final state
+/// and ring when n == t. Bit-exact copies, one launch for all `b_n` sequences,
+/// graph-capturable. Reads `d_state`, `num_k`, `num_v`, `d_conv`, `t`, `b_n`, `table`,
+/// `snap_conv`, `snap_ssm` and `accepted`; ignores the rest (`mode` must be SNAPSHOTS). A
+/// count of 0 or above `t` leaves that sequence untouched and is reported by the next
+/// synchronising call as in `memra_gdn_verify()`.
+///
+/// Returns as `memra_gdn_verify()`.
+#[no_mangle]
+pub unsafe extern "C" fn memra_gdn_rollback(
+    engine: *mut MemraEngine,
+    args: *const MemraVerifyArgs,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// Allocates `len` u32 elements, as `memra_alloc_f32()` does (for accepted counts).
+///
+/// Returns as `memra_alloc_f32()`.
+#[no_mangle]
+pub unsafe extern "C" fn memra_alloc_u32(
+    engine: *mut MemraEngine,
+    len: usize,
+    init: MemraAllocInit,
+    out: *mut MemraSliceMutU32,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// Copies host u32 values into an existing device buffer, as `memra_htod_f32_into()` does:
+/// how a host writes accepted counts between graph replays.
+#[no_mangle]
+pub unsafe extern "C" fn memra_htod_u32_into(
+    engine: *mut MemraEngine,
+    src: MemraSliceU32,
+    dst: MemraSliceMutU32,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// Copies device u32 values to the host, as `memra_dtoh_f32()` does.
+#[no_mangle]
+pub unsafe extern "C" fn memra_dtoh_u32(
+    engine: *mut MemraEngine,
+    src: MemraSliceU32,
+    dst: MemraSliceMutU32,
 ) -> MemraStatus {
     MemraStatus::Ok
 }
