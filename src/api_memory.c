@@ -131,3 +131,27 @@ MEMRA__EXPORT MemraStatus memra_dtoh_u64(MemraEngine *engine, MemraSliceU64 src,
 {
     return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
 }
+
+/* 1.1: u32 buffers, for the accepted counts of the journal and rollback operations. */
+MEMRA__EXPORT MemraStatus memra_alloc_u32(MemraEngine *engine, size_t len, MemraAllocInit init,
+                                          MemraSliceMutU32 *out)
+{
+    void *p = NULL;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__check_out(__func__, "out", out));
+    MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(uint32_t), init, &p));
+    *out = (MemraSliceMutU32){p, len};
+    return MEMRA_STATUS_OK;
+}
+
+MEMRA__EXPORT MemraStatus memra_htod_u32_into(MemraEngine *engine, MemraSliceU32 src,
+                                              MemraSliceMutU32 dst)
+{
+    return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint32_t));
+}
+
+MEMRA__EXPORT MemraStatus memra_dtoh_u32(MemraEngine *engine, MemraSliceU32 src,
+                                         MemraSliceMutU32 dst)
+{
+    return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint32_t));
+}
