@@ -28,6 +28,12 @@ extern "C" {
 #define MEMRA__S 128
 #define MEMRA__LANES 32
 #define MEMRA__D_CONV_MAX 8
+/* Entries per sequence of a packed table, and the verify modes: the values of the public
+ * MEMRA_TABLE_WIDTH and MemraVerifyMode (src/validate.c asserts that they agree). */
+#define MEMRA__TABLE_WIDTH 3
+#define MEMRA__MODE_SNAPSHOTS 0
+#define MEMRA__MODE_FINAL_ONLY 1
+#define MEMRA__MODE_JOURNAL 2
 
 /*
  * Causal depthwise conv + SiLU over t rows of b_n sequences.
@@ -76,6 +82,8 @@ typedef struct memra__prep_args {
     size_t conv_dim;
     size_t rows;
     float eps;
+    /* Value head vh reads key head vh / (num_v / num_k) when set, vh % num_k otherwise. */
+    int grouped;
 } memra__prep_args;
 
 /*
@@ -107,16 +115,126 @@ typedef struct memra__scan_args {
     float scale;
 } memra__scan_args;
 
+/*
+ * Device data the library cannot check at enqueue (accepted counts, journal headers) is checked
+ * by the kernels themselves. A kernel that finds a bad value leaves that sequence untouched and
+ * records the first such finding here; the engine reports it at its next synchronising call.
+ * `set` is 0 while nothing was recorded; the first writer sets it to 1 (atomically on CUDA).
+ */
+typedef struct memra__dev_error {
+    uint32_t set;
+    uint32_t op;    /* memra__op_id of the operation */
+    uint32_t seq;   /* the sequence index */
+    uint32_t value; /* the count found */
+    uint32_t limit; /* the largest legal value */
+    uint32_t what;  /* memra__error_kind */
+} memra__dev_error;
+
+typedef enum memra__op_id {
+    MEMRA__OP_VERIFY = 1,
+    MEMRA__OP_COMMIT = 2,
+    MEMRA__OP_ROLLBACK = 3
+} memra__op_id;
+
+typedef enum memra__error_kind {
+    /* accepted[b] is larger than the rows the journal holds */
+    MEMRA__ERR_ACCEPTED_OVER_JOURNAL = 1,
+    /* rollback: accepted[b] is 0 or larger than t */
+    MEMRA__ERR_ROLLBACK_RANGE = 2,
+} memra__error_kind;
+
+/*
+ * Journal layout (f32 words of one sequence's journal buffer). The header holds one row count
+ * per key head (a u32 stored in the f32 word), because the blocks that share a key head's q and
+ * k channels are the ones that read and rewrite those rows together (see gdn_verify.cu); all
+ * counts of a sequence are equal. Rows follow, each the raw qkv row, then beta_raw, then
+ * alpha, padded to a multiple of 4 words so that every row starts 16-byte aligned. A
+ * zero-filled journal holds no rows.
+ */
+#define MEMRA__ROUND4(n) (((n) + 3) / 4 * 4)
+#define MEMRA__JOURNAL_HEADER(num_k) MEMRA__ROUND4(num_k)
+#define MEMRA__JOURNAL_ROW(conv_dim, num_v) MEMRA__ROUND4((conv_dim) + 2 * (num_v))
+
+/*
+ * The whole verify (conv + prep + scan) of b_n sequences x t rows, or a journal commit (t == 0,
+ * JOURNAL mode: fold only). Mode values are MemraVerifyMode's.
+ *   qkv [b_n, t, conv_dim]; table [b_n, 3]; w [conv_dim, d_conv]; beta_raw, alpha
+ *   [b_n, t, num_v]; dt_bias, a [num_v]; accepted [b_n] (JOURNAL only).
+ *   o [b_n, t, num_v, S]; optional (NULL: not written) conv_out [b_n, t, conv_dim], q_l2, k_l2,
+ *   v_g [b_n, t, num_v, S], beta, g_log [b_n, t, num_v]; snap_conv [b_n, t-1, conv_dim, pad]
+ *   and snap_ssm [b_n, t-1, num_v, S, S] in SNAPSHOTS mode (NULL when t == 1 or other modes).
+ *   grouped: value head vh reads key head vh / (num_v / num_k) instead of vh % num_k.
+ *   counters: CUDA only, b_n * num_k zero-initialised words the kernel leaves zero.
+ *   err: where a bad accepted count or journal is recorded.
+ */
+typedef struct memra__verify_args {
+    const float *qkv;
+    const uint64_t *table;
+    const float *w;
+    const float *beta_raw;
+    const float *alpha;
+    const float *dt_bias;
+    const float *a;
+    const uint32_t *accepted;
+    float *o;
+    float *conv_out;
+    float *q_l2;
+    float *k_l2;
+    float *v_g;
+    float *beta;
+    float *g_log;
+    float *snap_conv;
+    float *snap_ssm;
+    size_t num_v;
+    size_t num_k;
+    size_t key_dim;
+    size_t conv_dim;
+    size_t d_conv;
+    size_t t;
+    size_t b_n;
+    uint32_t mode;
+    uint32_t op;
+    int grouped;
+    float eps;
+    float scale;
+    uint32_t *counters;
+    memra__dev_error *err;
+} memra__verify_args;
+
+/*
+ * Device-side rollback after a SNAPSHOTS verify of t rows: for n = accepted[b] in 1..t the
+ * canonical state becomes snapshot n - 1 (or the final state when n == t, which sits in the
+ * alternate buffer when t is odd) and the ring becomes conv snapshot n - 1 (or stays, n == t).
+ */
+typedef struct memra__rollback_args {
+    const uint64_t *table;
+    const float *snap_conv;
+    const float *snap_ssm;
+    const uint32_t *accepted;
+    size_t num_v;
+    size_t conv_dim;
+    size_t d_conv;
+    size_t t;
+    size_t b_n;
+    memra__dev_error *err;
+} memra__rollback_args;
+
 /* CPU reference kernels (kernels/cpu/): synchronous, cannot fail. */
 void memra__cpu_ssm_conv1d(const memra__conv_args *args);
 void memra__cpu_gdn_prep(const memra__prep_args *args);
 void memra__cpu_gdn_scan(const memra__scan_args *args);
+/* The 1.1 verify needs `scratch` of memra__cpu_verify_scratch_words(args) floats. */
+size_t memra__cpu_verify_scratch_words(const memra__verify_args *args);
+void memra__cpu_gdn_verify(const memra__verify_args *args, float *scratch);
+void memra__cpu_gdn_rollback(const memra__rollback_args *args);
 
 /* CUDA kernels (kernels/cuda/): enqueue on `stream` (a cudaStream_t) and return the
  * cudaError_t of the launch as an int (0 == cudaSuccess). */
 int memra__cuda_ssm_conv1d(const memra__conv_args *args, void *stream);
 int memra__cuda_gdn_prep(const memra__prep_args *args, void *stream);
 int memra__cuda_gdn_scan(const memra__scan_args *args, void *stream);
+int memra__cuda_gdn_verify(const memra__verify_args *args, void *stream);
+int memra__cuda_gdn_rollback(const memra__rollback_args *args, void *stream);
 
 #ifdef __cplusplus
 }

@@ -43,6 +43,12 @@ typedef struct memra__backend {
     MemraStatus (*conv)(MemraEngine *e, const memra__conv_args *args);
     MemraStatus (*prep)(MemraEngine *e, const memra__prep_args *args);
     MemraStatus (*scan)(MemraEngine *e, const memra__scan_args *args);
+    /* The 1.1 operations: the whole verify (or a journal commit, args->t == 0) and the
+     * rollback. `err` and `counters` of the arguments are the backend's to fill. Counts found
+     * bad on the device are recorded, not returned: `synchronize` and `copy_dtoh` report the
+     * first one (INVALID_ARGUMENT) and clear it. */
+    MemraStatus (*verify)(MemraEngine *e, const memra__verify_args *args);
+    MemraStatus (*rollback)(MemraEngine *e, const memra__rollback_args *args);
 
     /* Graph capture: begin recording the engine's operations; end it, producing an executable
      * (`keep`) or discarding what was recorded (`!keep`, *out_exec untouched, must not fail). */

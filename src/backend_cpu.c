@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "dev_error.h"
 #include "engine.h"
 #include "status.h"
 
@@ -16,7 +17,7 @@
  * same on both backends. */
 #define CPU_ALIGN ((size_t)256)
 
-typedef enum { CPU_OP_CONV, CPU_OP_PREP, CPU_OP_SCAN } cpu_op_kind;
+typedef enum { CPU_OP_CONV, CPU_OP_PREP, CPU_OP_SCAN, CPU_OP_VERIFY, CPU_OP_ROLLBACK } cpu_op_kind;
 
 typedef struct cpu_op {
     cpu_op_kind kind;
@@ -24,7 +25,12 @@ typedef struct cpu_op {
         memra__conv_args conv;
         memra__prep_args prep;
         memra__scan_args scan;
+        memra__verify_args verify;
+        memra__rollback_args rollback;
     } u;
+    /* CPU_OP_VERIFY: its scratch memory, owned by the op (freed with the graph, or right after
+     * an eager run). */
+    float *scratch;
 } cpu_op;
 
 typedef struct cpu_graph {
@@ -36,6 +42,9 @@ typedef struct cpu_graph {
 typedef struct cpu_engine {
     /* The graph being recorded, between capture_begin and capture_end. */
     cpu_graph *recording;
+    /* Bad accepted counts found by the 1.1 operations, reported at the next synchronising call
+     * like the CUDA backend's (which can only see them then). */
+    memra__dev_error err;
 } cpu_engine;
 
 static void run_op(const cpu_op *op)
@@ -50,6 +59,12 @@ static void run_op(const cpu_op *op)
     case CPU_OP_SCAN:
         memra__cpu_gdn_scan(&op->u.scan);
         break;
+    case CPU_OP_VERIFY:
+        memra__cpu_gdn_verify(&op->u.verify, op->scratch);
+        break;
+    case CPU_OP_ROLLBACK:
+        memra__cpu_gdn_rollback(&op->u.rollback);
+        break;
     }
 }
 
@@ -59,13 +74,17 @@ static MemraStatus submit(MemraEngine *e, const cpu_op *op)
     cpu_graph *g = ((cpu_engine *)e->impl)->recording;
     if (g == NULL) {
         run_op(op);
+        free(op->scratch);
         return MEMRA_STATUS_OK;
     }
     if (g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 8;
         cpu_op *grown = realloc(g->ops, cap * sizeof *grown);
-        MEMRA__FAIL_IF(grown == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
-                       "cannot grow the recorded graph to %zu operations", cap);
+        if (grown == NULL) {
+            free(op->scratch);
+            return memra__fail(MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                               "cannot grow the recorded graph to %zu operations", cap);
+        }
         g->ops = grown;
         g->cap = cap;
     }
@@ -87,8 +106,11 @@ static MemraStatus cpu_engine_init(MemraEngine *e, const MemraEngineOptions *o)
 
 static void free_graph(cpu_graph *g)
 {
-    if (g != NULL)
+    if (g != NULL) {
+        for (size_t i = 0; i < g->n; i++)
+            free(g->ops[i].scratch);
         free(g->ops);
+    }
     free(g);
 }
 
@@ -129,9 +151,15 @@ static MemraStatus cpu_copy(MemraEngine *e, void *dst, const void *src, size_t b
     return MEMRA_STATUS_OK;
 }
 
+static MemraStatus cpu_copy_dtoh(MemraEngine *e, void *dst, const void *src, size_t bytes)
+{
+    memcpy(dst, src, bytes);
+    return memra__dev_error_take("cpu backend", &((cpu_engine *)e->impl)->err);
+}
+
 static MemraStatus cpu_synchronize(MemraEngine *e)
 {
-    return MEMRA_STATUS_OK;
+    return memra__dev_error_take("cpu backend", &((cpu_engine *)e->impl)->err);
 }
 
 static MemraStatus cpu_conv(MemraEngine *e, const memra__conv_args *args)
@@ -149,6 +177,24 @@ static MemraStatus cpu_prep(MemraEngine *e, const memra__prep_args *args)
 static MemraStatus cpu_scan(MemraEngine *e, const memra__scan_args *args)
 {
     cpu_op op = {.kind = CPU_OP_SCAN, .u.scan = *args};
+    return submit(e, &op);
+}
+
+static MemraStatus cpu_verify(MemraEngine *e, const memra__verify_args *args)
+{
+    cpu_op op = {.kind = CPU_OP_VERIFY, .u.verify = *args};
+    const size_t words = memra__cpu_verify_scratch_words(args);
+    op.u.verify.err = &((cpu_engine *)e->impl)->err;
+    op.scratch = malloc(words * sizeof(float));
+    MEMRA__FAIL_IF(op.scratch == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                   "cannot allocate %zu floats of verify scratch", words);
+    return submit(e, &op);
+}
+
+static MemraStatus cpu_rollback(MemraEngine *e, const memra__rollback_args *args)
+{
+    cpu_op op = {.kind = CPU_OP_ROLLBACK, .u.rollback = *args};
+    op.u.rollback.err = &((cpu_engine *)e->impl)->err;
     return submit(e, &op);
 }
 
@@ -193,11 +239,13 @@ const memra__backend memra__backend_cpu = {
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .copy_htod = cpu_copy,
-    .copy_dtoh = cpu_copy,
+    .copy_dtoh = cpu_copy_dtoh,
     .synchronize = cpu_synchronize,
     .conv = cpu_conv,
     .prep = cpu_prep,
     .scan = cpu_scan,
+    .verify = cpu_verify,
+    .rollback = cpu_rollback,
     .capture_begin = cpu_capture_begin,
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,

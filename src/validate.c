@@ -7,11 +7,12 @@
 #include "validate.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "engine.h"
 #include "status.h"
 
-#define MEMRA__MAX_ARGS 16
+#define MEMRA__MAX_ARGS 24
 
 /* One argument's byte range, kept until the overlap check. */
 typedef struct memra__range {
@@ -369,5 +370,276 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
         out->in_stride = 1;
         out->out_stride = 1;
     }
+    return MEMRA_STATUS_OK;
+}
+
+/* ---- 1.1: the one-launch verify, journal commit, rollback -------------------------------- */
+
+static MemraStatus in_u32(memra__vctx *v, const char *name, MemraSliceU32 s, size_t need,
+                          const char *shape)
+{
+    return view(v, name, s.ptr, s.len, need, sizeof(uint32_t), false, shape);
+}
+
+/* The kernel layer has no access to the public header; its copies of the public constants must
+ * agree with it. */
+_Static_assert(MEMRA__TABLE_WIDTH == MEMRA_TABLE_WIDTH, "table width");
+_Static_assert(MEMRA__MODE_SNAPSHOTS == MEMRA_VERIFY_MODE_SNAPSHOTS, "verify mode");
+_Static_assert(MEMRA__MODE_FINAL_ONLY == MEMRA_VERIFY_MODE_FINAL_ONLY, "verify mode");
+_Static_assert(MEMRA__MODE_JOURNAL == MEMRA_VERIFY_MODE_JOURNAL, "verify mode");
+_Static_assert(MEMRA__S == MEMRA_D_STATE && MEMRA__D_CONV_MAX == MEMRA_D_CONV_MAX, "shapes");
+
+/* The smallest MemraVerifyArgs a caller may pass: the struct as 1.1 first shipped it. */
+#define MEMRA__VERIFY_ARGS_SIZE_1_1 sizeof(MemraVerifyArgs)
+
+/* The struct itself: present, a size this library knows, known enum values. Copies the
+ * caller's fields into *out (zero beyond what the caller knows) so that later checks read one
+ * local struct. */
+static MemraStatus verify_struct(const char *fn, const MemraVerifyArgs *in, MemraVerifyArgs *out)
+{
+    MEMRA__FAIL_IF(in == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args': expected a MemraVerifyArgs filled by "
+                   "memra_verify_args_init, got NULL");
+    MEMRA__FAIL_IF(in->struct_size < MEMRA__VERIFY_ARGS_SIZE_1_1, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args->struct_size': expected at least %zu (call "
+                   "memra_verify_args_init first), got %zu",
+                   MEMRA__VERIFY_ARGS_SIZE_1_1, in->struct_size);
+    MEMRA__FAIL_IF(in->struct_size > sizeof *out, MEMRA_STATUS_ABI_MISMATCH, fn,
+                   "parameter 'args->struct_size': this libmemra %s knows MemraVerifyArgs of up "
+                   "to %zu bytes, got %zu (the caller was built against a newer header)",
+                   memra_version_string(), sizeof *out, in->struct_size);
+    memset(out, 0, sizeof *out);
+    memcpy(out, in, in->struct_size);
+    MEMRA__FAIL_IF(out->mode != MEMRA_VERIFY_MODE_SNAPSHOTS &&
+                       out->mode != MEMRA_VERIFY_MODE_FINAL_ONLY &&
+                       out->mode != MEMRA_VERIFY_MODE_JOURNAL,
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args->mode': expected a MemraVerifyMode (0, 1 or 2), got %u",
+                   (unsigned)out->mode);
+    MEMRA__FAIL_IF(out->head_order != MEMRA_HEAD_ORDER_TILED &&
+                       out->head_order != MEMRA_HEAD_ORDER_GROUPED,
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args->head_order': expected a MemraHeadOrder (0 or 1), got %u",
+                   (unsigned)out->head_order);
+    return MEMRA_STATUS_OK;
+}
+
+/* The model shape shared by every 1.1 operation: d_state, heads, conv width; derives key_dim
+ * and conv_dim. */
+static MemraStatus verify_shape(memra__vctx *v, size_t d_state, size_t num_k, size_t num_v,
+                                size_t *key_dim, size_t *conv_dim)
+{
+    const char *fn = v->fn;
+    size_t value_dim = 0;
+    MEMRA__TRY(nonzero(v, "d_state", d_state));
+    MEMRA__FAIL_IF(d_state != MEMRA_D_STATE, MEMRA_STATUS_UNSUPPORTED, fn,
+                   "parameter 'd_state': only %d is supported, got %zu", MEMRA_D_STATE, d_state);
+    MEMRA__TRY(nonzero(v, "num_k", num_k));
+    MEMRA__TRY(nonzero(v, "num_v", num_v));
+    MEMRA__FAIL_IF(num_v % num_k != 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'num_v': expected a multiple of num_k = %zu, got %zu", num_k, num_v);
+    MEMRA__TRY(size_of(v, "key_dim = d_state * num_k", key_dim, d_state, num_k, 1, 1));
+    MEMRA__TRY(size_of(v, "value_dim = d_state * num_v", &value_dim, d_state, num_v, 1, 1));
+    MEMRA__FAIL_IF(__builtin_mul_overflow(*key_dim, 2, conv_dim) ||
+                       __builtin_add_overflow(*conv_dim, value_dim, conv_dim),
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "the element count of conv_dim = 2 * key_dim + value_dim overflows size_t");
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus d_conv_range(memra__vctx *v, size_t d_conv)
+{
+    MEMRA__FAIL_IF(d_conv < 1 || d_conv > MEMRA_D_CONV_MAX, MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                   "parameter 'args->d_conv': expected 1..=%d, got %zu", MEMRA_D_CONV_MAX, d_conv);
+    return MEMRA_STATUS_OK;
+}
+
+/* A slice that the operation does not read in this mode must be left empty, so that a caller
+ * who believes it is used learns otherwise. */
+static MemraStatus must_be_empty(memra__vctx *v, const char *name, const void *ptr, size_t len,
+                                 const char *why)
+{
+    MEMRA__FAIL_IF(ptr != NULL || len != 0, MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                   "parameter '%s': expected {NULL, 0} (%s), got %zu elements at %p", name, why,
+                   len, ptr);
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerifyArgs *in,
+                                   memra__verify_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    MemraVerifyArgs x;
+    size_t key_dim = 0, conv_dim = 0, pad, t, n_rows = 0, n_table = 0, n_w = 0, n_heads = 0,
+           n_act = 0, n_snap_conv = 0, n_snap_ssm = 0;
+    bool want_conv = false, want_q = false, want_k = false, want_v = false, want_beta = false,
+         want_g = false, snaps;
+
+    MEMRA__TRY(verify_struct(fn, in, &x));
+    MEMRA__TRY(verify_shape(&v, x.d_state, x.num_k, x.num_v, &key_dim, &conv_dim));
+    MEMRA__TRY(d_conv_range(&v, x.d_conv));
+    if (commit)
+        MEMRA__FAIL_IF(x.mode != MEMRA_VERIFY_MODE_JOURNAL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                       "parameter 'args->mode': a commit folds journals; expected "
+                       "MEMRA_VERIFY_MODE_JOURNAL, got %u",
+                       (unsigned)x.mode);
+    else
+        MEMRA__TRY(nonzero(&v, "args->t", x.t));
+    MEMRA__TRY(nonzero(&v, "args->b_n", x.b_n));
+    MEMRA__TRY(finite_scalar(&v, "args->eps", x.eps));
+    if (!commit)
+        MEMRA__TRY(finite_scalar(&v, "args->scale", x.scale));
+    pad = x.d_conv - 1;
+    /* A commit runs no new rows: it reads no activations and writes no outputs. */
+    t = commit ? 0 : x.t;
+    snaps = x.mode == MEMRA_VERIFY_MODE_SNAPSHOTS && t >= 2;
+
+    MEMRA__TRY(size_of(&v, "[b_n, t, conv_dim]", &n_rows, x.b_n, t, conv_dim, 1));
+    MEMRA__TRY(size_of(&v, "the table [b_n, 3]", &n_table, x.b_n, MEMRA_TABLE_WIDTH, 1, 1));
+    MEMRA__TRY(size_of(&v, "[conv_dim, d_conv]", &n_w, conv_dim, x.d_conv, 1, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t, num_v]", &n_heads, x.b_n, t, x.num_v, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t, num_v, 128]", &n_act, x.b_n, t, x.num_v, MEMRA_D_STATE));
+    if (snaps) {
+        MEMRA__TRY(size_of(&v, "[b_n, t-1, conv_dim, d_conv-1]", &n_snap_conv, x.b_n, t - 1,
+                           conv_dim, pad));
+        MEMRA__TRY(size_of(&v, "[b_n, t-1, num_v, 128, 128]", &n_snap_ssm, x.b_n, t - 1, x.num_v,
+                           (size_t)MEMRA_D_STATE * MEMRA_D_STATE));
+    }
+
+    MEMRA__TRY(in_u64(&v, "args->table", x.table, n_table, "[b_n, 3]"));
+    MEMRA__TRY(in_f32(&v, "args->w", x.w, n_w, "[conv_dim, d_conv]"));
+    MEMRA__TRY(in_f32(&v, "args->dt_bias", x.dt_bias, x.num_v, "[num_v]"));
+    MEMRA__TRY(in_f32(&v, "args->a", x.a, x.num_v, "[num_v]"));
+    if (x.mode == MEMRA_VERIFY_MODE_JOURNAL)
+        MEMRA__TRY(in_u32(&v, "args->accepted", x.accepted, x.b_n, "[b_n]"));
+    else
+        MEMRA__TRY(must_be_empty(&v, "args->accepted", x.accepted.ptr, x.accepted.len,
+                                 "only JOURNAL mode and rollback read accepted counts"));
+    if (!commit) {
+        MEMRA__TRY(in_f32(&v, "args->qkv", x.qkv, n_rows, "[b_n, t, conv_dim]"));
+        MEMRA__TRY(in_f32(&v, "args->beta_raw", x.beta_raw, n_heads, "[b_n, t, num_v]"));
+        MEMRA__TRY(in_f32(&v, "args->alpha", x.alpha, n_heads, "[b_n, t, num_v]"));
+        MEMRA__TRY(out_f32(&v, "args->o", x.o, n_act, "[b_n, t, num_v, 128]"));
+        MEMRA__TRY(opt_out_f32(&v, "args->conv_outs", x.conv_outs, n_rows, "[b_n, t, conv_dim]",
+                               &want_conv));
+        MEMRA__TRY(
+            opt_out_f32(&v, "args->q_l2", x.q_l2, n_act, "[b_n, t, num_v, 128]", &want_q));
+        MEMRA__TRY(
+            opt_out_f32(&v, "args->k_l2", x.k_l2, n_act, "[b_n, t, num_v, 128]", &want_k));
+        MEMRA__TRY(
+            opt_out_f32(&v, "args->v_g", x.v_g, n_act, "[b_n, t, num_v, 128]", &want_v));
+        MEMRA__TRY(
+            opt_out_f32(&v, "args->beta", x.beta, n_heads, "[b_n, t, num_v]", &want_beta));
+        MEMRA__TRY(
+            opt_out_f32(&v, "args->g_log", x.g_log, n_heads, "[b_n, t, num_v]", &want_g));
+    }
+    if (snaps) {
+        MEMRA__TRY(out_f32(&v, "args->snap_conv", x.snap_conv, n_snap_conv,
+                           "[b_n, t-1, conv_dim, d_conv-1]"));
+        MEMRA__TRY(out_f32(&v, "args->snap_ssm", x.snap_ssm, n_snap_ssm,
+                           "[b_n, t-1, num_v, 128, 128]"));
+    } else if (!commit) {
+        const char *why = x.mode == MEMRA_VERIFY_MODE_SNAPSHOTS
+                              ? "t == 1 has no snapshots"
+                              : "only SNAPSHOTS mode writes snapshots";
+        MEMRA__TRY(must_be_empty(&v, "args->snap_conv", x.snap_conv.ptr, x.snap_conv.len, why));
+        MEMRA__TRY(must_be_empty(&v, "args->snap_ssm", x.snap_ssm.ptr, x.snap_ssm.len, why));
+    }
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__verify_args){
+        .qkv = x.qkv.ptr,
+        .table = x.table.ptr,
+        .w = x.w.ptr,
+        .beta_raw = x.beta_raw.ptr,
+        .alpha = x.alpha.ptr,
+        .dt_bias = x.dt_bias.ptr,
+        .a = x.a.ptr,
+        .accepted = x.mode == MEMRA_VERIFY_MODE_JOURNAL ? x.accepted.ptr : NULL,
+        .o = commit ? NULL : x.o.ptr,
+        .conv_out = want_conv && n_rows > 0 ? x.conv_outs.ptr : NULL,
+        .q_l2 = want_q && n_act > 0 ? x.q_l2.ptr : NULL,
+        .k_l2 = want_k && n_act > 0 ? x.k_l2.ptr : NULL,
+        .v_g = want_v && n_act > 0 ? x.v_g.ptr : NULL,
+        .beta = want_beta && n_heads > 0 ? x.beta.ptr : NULL,
+        .g_log = want_g && n_heads > 0 ? x.g_log.ptr : NULL,
+        .snap_conv = snaps && n_snap_conv > 0 ? x.snap_conv.ptr : NULL,
+        .snap_ssm = snaps ? x.snap_ssm.ptr : NULL,
+        .num_v = x.num_v,
+        .num_k = x.num_k,
+        .key_dim = key_dim,
+        .conv_dim = conv_dim,
+        .d_conv = x.d_conv,
+        .t = t,
+        .b_n = x.b_n,
+        .mode = x.mode,
+        .op = commit ? MEMRA__OP_COMMIT : MEMRA__OP_VERIFY,
+        .grouped = x.head_order == MEMRA_HEAD_ORDER_GROUPED,
+        .eps = x.eps,
+        .scale = commit ? 1.0f : x.scale,
+    };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *in,
+                                     memra__rollback_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    MemraVerifyArgs x;
+    size_t key_dim = 0, conv_dim = 0, n_table = 0, n_snap_conv = 0, n_snap_ssm = 0;
+
+    MEMRA__TRY(verify_struct(fn, in, &x));
+    MEMRA__TRY(verify_shape(&v, x.d_state, x.num_k, x.num_v, &key_dim, &conv_dim));
+    MEMRA__TRY(d_conv_range(&v, x.d_conv));
+    MEMRA__FAIL_IF(x.mode != MEMRA_VERIFY_MODE_SNAPSHOTS, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args->mode': rollback restores snapshots; expected "
+                   "MEMRA_VERIFY_MODE_SNAPSHOTS, got %u",
+                   (unsigned)x.mode);
+    MEMRA__TRY(nonzero(&v, "args->t", x.t));
+    MEMRA__TRY(nonzero(&v, "args->b_n", x.b_n));
+    MEMRA__TRY(size_of(&v, "the table [b_n, 3]", &n_table, x.b_n, MEMRA_TABLE_WIDTH, 1, 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t-1, conv_dim, d_conv-1]", &n_snap_conv, x.b_n, x.t - 1,
+                       conv_dim, x.d_conv - 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t-1, num_v, 128, 128]", &n_snap_ssm, x.b_n, x.t - 1, x.num_v,
+                       (size_t)MEMRA_D_STATE * MEMRA_D_STATE));
+    MEMRA__TRY(in_u64(&v, "args->table", x.table, n_table, "[b_n, 3]"));
+    MEMRA__TRY(in_u32(&v, "args->accepted", x.accepted, x.b_n, "[b_n]"));
+    /* The snapshots are read here, so they are inputs; views of zero need (t == 1) may be
+     * empty. */
+    MEMRA__TRY(view(&v, "args->snap_conv", x.snap_conv.ptr, x.snap_conv.len, n_snap_conv,
+                    sizeof(float), false, "[b_n, t-1, conv_dim, d_conv-1]"));
+    MEMRA__TRY(view(&v, "args->snap_ssm", x.snap_ssm.ptr, x.snap_ssm.len, n_snap_ssm,
+                    sizeof(float), false, "[b_n, t-1, num_v, 128, 128]"));
+
+    *out = (memra__rollback_args){
+        .table = x.table.ptr,
+        .snap_conv = n_snap_conv > 0 ? x.snap_conv.ptr : NULL,
+        .snap_ssm = n_snap_ssm > 0 ? x.snap_ssm.ptr : NULL,
+        .accepted = x.accepted.ptr,
+        .num_v = x.num_v,
+        .conv_dim = conv_dim,
+        .d_conv = x.d_conv,
+        .t = x.t,
+        .b_n = x.b_n,
+    };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t num_k,
+                                        size_t num_v, size_t t_max, size_t *out_len)
+{
+    memra__vctx v = {.fn = fn};
+    size_t key_dim = 0, conv_dim = 0, row = 0, rows = 0, total = 0;
+    MEMRA__TRY(memra__check_out(fn, "out_len", out_len));
+    MEMRA__TRY(verify_shape(&v, d_state, num_k, num_v, &key_dim, &conv_dim));
+    MEMRA__TRY(nonzero(&v, "t_max", t_max));
+    /* header + t_max rows of MEMRA__JOURNAL_ROW words, each computed without overflow. */
+    MEMRA__FAIL_IF(__builtin_add_overflow(conv_dim, 2 * num_v + 3, &row) ||
+                       __builtin_mul_overflow(row / 4 * 4, t_max, &rows) ||
+                       __builtin_add_overflow(rows, MEMRA__JOURNAL_HEADER(num_k), &total) ||
+                       total > SIZE_MAX / sizeof(float),
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "the journal length for t_max = %zu rows overflows size_t", t_max);
+    *out_len = total;
     return MEMRA_STATUS_OK;
 }

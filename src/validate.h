@@ -54,4 +54,18 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
                                  MemraSliceMutF32 snap, size_t num_v, size_t t, size_t b_n,
                                  float scale, memra__scan_args *out);
 
+/* The 1.1 verify (commit == false) and journal commit (commit == true: mode JOURNAL, no new
+ * rows, so t, scale, the row inputs and every output are not read). Fills everything of *out
+ * but the backend's workspace pointers (counters, err). */
+MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerifyArgs *args,
+                                   memra__verify_args *out);
+
+/* The 1.1 rollback after a SNAPSHOTS verify; fills everything of *out but err. */
+MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *args,
+                                     memra__rollback_args *out);
+
+/* memra_gdn_journal_len's arguments, and the length itself. */
+MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t num_k, size_t num_v,
+                                        size_t t_max, size_t *out_len);
+
 #endif /* MEMRA_VALIDATE_H */

@@ -1,0 +1,56 @@
+/*
+ * Exported entry points of ABI 1.1: the one-launch verify, the journal's length and commit,
+ * and the device-side rollback. Each validates (src/validate.c), then dispatches to the
+ * engine's backend, like the 1.0 operations in api_ops.c.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "engine.h"
+#include "status.h"
+#include "validate.h"
+
+MEMRA__EXPORT MemraStatus memra_verify_args_init(MemraVerifyArgs *args)
+{
+    MEMRA__TRY(memra__check_out(__func__, "args", args));
+    memset(args, 0, sizeof *args);
+    args->struct_size = sizeof *args;
+    args->mode = MEMRA_VERIFY_MODE_SNAPSHOTS;
+    args->head_order = MEMRA_HEAD_ORDER_TILED;
+    args->d_state = MEMRA_D_STATE;
+    /* No value of eps or scale is right for every model: NaN makes the validator refuse a
+     * caller who did not set them. */
+    args->eps = NAN;
+    args->scale = NAN;
+    return MEMRA_STATUS_OK;
+}
+
+MEMRA__EXPORT MemraStatus memra_gdn_verify(MemraEngine *engine, const MemraVerifyArgs *args)
+{
+    memra__verify_args a;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_verify(__func__, false, args, &a));
+    return memra__from_backend(__func__, engine->backend->verify(engine, &a));
+}
+
+MEMRA__EXPORT MemraStatus memra_gdn_journal_len(size_t d_state, size_t num_k, size_t num_v,
+                                                size_t t_max, size_t *out_len)
+{
+    return memra__validate_journal_len(__func__, d_state, num_k, num_v, t_max, out_len);
+}
+
+MEMRA__EXPORT MemraStatus memra_gdn_journal_commit(MemraEngine *engine, const MemraVerifyArgs *args)
+{
+    memra__verify_args a;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_verify(__func__, true, args, &a));
+    return memra__from_backend(__func__, engine->backend->verify(engine, &a));
+}
+
+MEMRA__EXPORT MemraStatus memra_gdn_rollback(MemraEngine *engine, const MemraVerifyArgs *args)
+{
+    memra__rollback_args a;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_rollback(__func__, args, &a));
+    return memra__from_backend(__func__, engine->backend->rollback(engine, &a));
+}
