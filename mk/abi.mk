@@ -25,7 +25,7 @@ PKG_CONFIG ?= pkg-config
 # from there. CARGO_HOME and the target dir stay inside $(BUILD) and cargo is kept offline, so a
 # fresh clone without network works.
 ABI_CARGO ?= $(strip $(or $(CARGO),$(shell command -v cargo 2>/dev/null), \
-                 $(wildcard $(HOME)/.cargo/bin/cargo),$(wildcard /root/.cargo/bin/cargo)))
+                 $(wildcard $(HOME)/.cargo/bin/cargo),$(wildcard ~root/.cargo/bin/cargo)))
 ABI_CBINDGEN_RUN = cd $(ABI_CRATE) && \
     PATH="$(dir $(ABI_CARGO)):$$PATH" CARGO='$(ABI_CARGO)' \
     CARGO_HOME='$(abspath $(ABI_BUILD))/cargo-home' \
