@@ -46,7 +46,8 @@ void bench_config_init(bench_config *c, const char *shape, size_t num_k, size_t 
  * operations read once and every output written once, so the canonical state read, the T - 1
  * state snapshots and the final state written ((T + 1) x state x B), the same for the conv
  * ring, plus the activations (qkv, beta_raw, alpha, weights, the prep outputs the scan reads,
- * conv_outs and o). `state_only` is the SPEC's (T + 1) x state bytes x B term alone. */
+ * conv_outs and o). `state_only` is the (T + 1) x state bytes x B term alone: the state floor
+ * of docs/performance.md. */
 uint64_t bench_floor_bytes(const bench_config *c, uint64_t *state_only);
 
 /* Timing statistics of one variant: per-verify microseconds over `samples` samples, each the

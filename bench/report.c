@@ -229,7 +229,7 @@ static int write_json(const bench_env *env, const char *path, const bench_result
             "\"sample_target_us\": %.0f,\n    \"samples\": %zu,\n    \"floor\": \"packed verify "
             "bytes (every input of the three packed operations read once, every output written "
             "once) / best copy bandwidth\",\n    \"floor_state\": \"(T + 1) x state bytes x B / "
-            "best copy bandwidth (SPEC section 7)\"\n  },\n",
+            "best copy bandwidth (docs/performance.md)\"\n  },\n",
             (unsigned long long)env->rotate_bytes, env->max_sets, env->sample_us, env->samples);
     fputs("  \"results\": [", f);
     for (size_t i = 0; i < n; i++) {

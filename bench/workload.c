@@ -373,7 +373,7 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
         goto fail;
     }
 
-    /* Shared weights. `a` is the pre-negated decay (-exp(A_log), SPEC section 1): negative, so
+    /* Shared weights. `a` is the pre-negated decay (-exp(A_log), docs/layouts.md): negative, so
      * that thousands of back-to-back verifies running in place keep the state bounded instead
      * of growing it to infinity, which would time arithmetic on inf/NaN. */
     {

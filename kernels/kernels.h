@@ -23,8 +23,8 @@
 extern "C" {
 #endif
 
-/* The only supported head dimension (SPEC: d_state = 128) and the warp width the arithmetic
- * contract's reductions are written for. */
+/* The only supported head dimension (d_state = 128, docs/layouts.md) and the warp width the
+ * arithmetic contract's reductions are written for. */
 #define MEMRA__S 128
 #define MEMRA__LANES 32
 #define MEMRA__D_CONV_MAX 8

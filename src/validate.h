@@ -1,5 +1,5 @@
 /*
- * The one validation layer both backends share (SPEC section 6): every exported entry point
+ * The one validation layer both backends share (docs/bad-input.md): every exported entry point
  * validates here before anything is launched or written, so the CPU and the CUDA backend refuse
  * exactly the same inputs with exactly the same status and message.
  */

@@ -157,7 +157,8 @@ int main(void)
         return fail("reading back", st);
     }
 
-    /* The float64 reference; the CPU backend must agree within 1e-5 relative (SPEC 4.3). */
+    /* The float64 reference; the CPU backend must agree within 1e-5 relative
+     * (docs/arithmetic.md). */
     double err2 = 0.0, ref2 = 0.0;
     int ring_ok = 1;
     for (size_t c = 0; c < CONV_DIM; c++) {

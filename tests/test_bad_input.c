@@ -1,5 +1,5 @@
 /*
- * Bad input (SPEC section 6): every exported entry point refuses every class of invalid
+ * Bad input (docs/bad-input.md): every exported entry point refuses every class of invalid
  * argument with the documented status, a message naming the function and the parameter, and
  * without writing a single byte of any output, ring, state or table.
  *
@@ -34,7 +34,7 @@
  * size_t. */
 _Static_assert(SIZE_MAX == UINT64_MAX, "the overflow cases assume a 64-bit size_t");
 
-/* ---- The world: the suite's small shape (SPEC's num_k = 2, num_v = 4), two sequences of two
+/* ---- The world: the suite's small shape (docs/layouts.md: num_k 2, num_v 4), two sequences of two
  * rows each. ---- */
 
 #define W_S ((size_t)MEMRA_D_STATE)

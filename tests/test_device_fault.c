@@ -18,7 +18,7 @@
 
 #include "testutil.h"
 
-/* The SPEC's small shape, one sequence of three rows (odd: the final state goes to the
+/* The small shape (docs/layouts.md), one sequence of three rows (odd: the final state goes to the
  * alternate buffer). */
 #define S ((size_t)MEMRA_D_STATE)
 #define NK ((size_t)2)

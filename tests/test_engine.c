@@ -150,7 +150,7 @@ Test(engine, status_string_names_every_code)
         {MEMRA_STATUS_INTERNAL, "MEMRA_STATUS_INTERNAL"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
-        /* The values are fixed forever (SPEC section 5). */
+        /* The values are fixed forever (docs/abi.md). */
         cr_assert_eq(codes[i].code, (MemraStatus)i);
         const char *s = memra_status_string(codes[i].code);
         cr_assert_not_null(s);

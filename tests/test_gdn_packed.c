@@ -12,7 +12,7 @@
  * case also runs on inputs drawn from a fresh seed. The batched form (B sequences in one launch
  * per op) is checked against B x T per-row launches, and the packed ops without snapshots
  * against the same ops with them. On CUDA every tensor must further agree with the CPU
- * backend's run of the same case within a relative error of 1e-5 (SPEC section 4.3).
+ * backend's run of the same case within a relative error of 1e-5 (docs/arithmetic.md, rule 3).
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -32,7 +32,7 @@
 #define GP_EPS 1e-6f
 /* The batched cases' sequence count. */
 #define GP_B_MAX 3
-/* CUDA against CPU, per tensor (SPEC section 4.3). */
+/* CUDA against CPU, per tensor (docs/arithmetic.md, rule 3). */
 #define GP_CROSS_BACKEND_TOL 1e-5
 
 enum gp_mode { GP_EAGER, GP_GRAPH };

@@ -1,6 +1,6 @@
 /*
  * The library against an independent float64 evaluation of the Gated DeltaNet decode math
- * (SPEC section 4.3: every backend within a relative error of 1e-5 per tensor).
+ * (docs/arithmetic.md, rule 3: every backend within a relative error of 1e-5 per tensor).
  *
  * The evaluation below is written from the equations, not from the kernels: the causal conv is
  * a sliding dot product over each channel's history (ring followed by the new rows), the L2

@@ -41,7 +41,7 @@
 #define N_THREADS 4
 #define ITERATIONS 3
 
-/* The SPEC's small shape, one sequence of three rows. */
+/* The small shape (docs/layouts.md), one sequence of three rows. */
 #define S ((size_t)MEMRA_D_STATE)
 #define NK ((size_t)2)
 #define NV ((size_t)4)

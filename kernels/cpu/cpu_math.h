@@ -1,5 +1,5 @@
 /*
- * Helpers shared by the CPU reference kernels: the 32-lane dot product of SPEC section 4, in
+ * Helpers shared by the CPU reference kernels: the 32-lane dot product of docs/arithmetic.md, in
  * which a 128-element vector is spread over the lanes of one GPU warp.
  *
  * Lane L of the warp owns the elements i = r*32 + L, r = 0..3. Each lane accumulates its four

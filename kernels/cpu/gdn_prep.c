@@ -1,5 +1,5 @@
 /*
- * CPU reference: GDN prep over independent rows (SPEC section 4, "Prep"). For each row and
+ * CPU reference: GDN prep over independent rows (docs/arithmetic.md, "Prep"). For each row and
  * value head: L2-normalise the q and k rows of its key head, copy the v row, and compute the
  * gate beta and the log decay g_log. The GPU gives one warp to each (row, value head); the
  * 32-lane sum of squares is modelled by memra__cpu_lane_dot (cpu_math.h) so that the additions
@@ -16,7 +16,7 @@
  * contract specifies (p_L += x[i] * x[i] is an fma chain, then the lane tree).
  *
  * The GPU computes rsqrtf(total + eps). C's libm has no rsqrtf, so the reference rounds the
- * square root and then the reciprocal; the two may differ in the last bit, which SPEC section 4
+ * square root and then the reciprocal; the two may differ in the last bit, which docs/arithmetic.md
  * accepts: CPU and GPU need only agree within a relative error of 1e-5 for exactly these
  * library functions (expf, rsqrtf, log1pf).
  */

@@ -1,5 +1,5 @@
 /*
- * CPU reference: the GDN recurrent scan over t rows of b_n sequences (SPEC section 4, "Scan").
+ * CPU reference: the GDN recurrent scan over t rows of b_n sequences (docs/arithmetic.md, "Scan").
  *
  * Mapping to the GPU layout: one warp handles one (sequence, head h, column c); lane L owns the
  * state rows i = r*32 + L, r = 0..3, of that column. The state is stored transposed (head h,

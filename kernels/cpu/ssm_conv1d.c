@@ -1,5 +1,5 @@
 /*
- * CPU reference: causal depthwise conv + SiLU over t rows of b_n sequences (SPEC section 4,
+ * CPU reference: causal depthwise conv + SiLU over t rows of b_n sequences (docs/arithmetic.md,
  * "Conv"). One channel of one sequence is independent of every other, so the loops run
  * sequence, channel, row: the channel's window is carried across the rows in locals, exactly
  * as a packed GPU kernel carries it in registers, and the ring is written back once after the

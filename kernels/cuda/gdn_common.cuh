@@ -1,6 +1,6 @@
 /*
  * Device and launch helpers shared by the CUDA kernels (ssm_conv1d.cu, gdn_prep.cu,
- * gdn_scan.cu): the contract's 32-lane pairwise tree (SPEC section 4) for a warp that holds one
+ * gdn_scan.cu): the contract's 32-lane pairwise tree (docs/arithmetic.md) for a warp that holds one
  * vector, the programmatic-dependent-launch handshake, and the one launch function every entry
  * point uses.
  *

@@ -1,5 +1,5 @@
 /*
- * CUDA kernel: GDN prep over independent rows (SPEC section 4, "Prep"). One kernel serves the
+ * CUDA kernel: GDN prep over independent rows (docs/arithmetic.md, "Prep"). One kernel serves the
  * per-row op (rows == b_n) and the packed op (rows == b_n * t): every (row, value head) runs the
  * same code whatever the row count, so the two are bit-identical by construction.
  *

@@ -1,6 +1,6 @@
 /*
  * CUDA kernel: the GDN recurrent scan, head dim 128, t rows of b_n sequences with the state kept
- * in registers across the rows (SPEC section 4, "Scan"). One kernel serves the per-row op
+ * in registers across the rows (docs/arithmetic.md, "Scan"). One kernel serves the per-row op
  * (t == 1, in/out tables with stride 1, in == out allowed) and the packed op (t rows, stride-3
  * table, optional snapshots). Every row of every call goes through the same per-row function,
  * scan_row_step, whose rounding is pinned operation by operation (see there), inside a row loop

@@ -1,5 +1,5 @@
 /*
- * CUDA kernel: causal depthwise conv + SiLU over t rows of b_n sequences (SPEC section 4,
+ * CUDA kernel: causal depthwise conv + SiLU over t rows of b_n sequences (docs/arithmetic.md,
  * "Conv"). One kernel serves both the per-row op (t == 1, ring_stride 1) and the packed op
  * (t rows, ring_stride 3), so the two run the same machine code for every row and are
  * bit-identical by construction.

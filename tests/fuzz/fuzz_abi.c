@@ -7,7 +7,7 @@
  * pointers, misaligned addresses, views into the same buffer (aliasing), and views of any length
  * that real memory can back.
  *
- * The harness holds an independent model of the rules of SPEC section 6 (an oracle) and checks
+ * The harness holds an independent model of the rules of docs/bad-input.md (an oracle) and checks
  * each call against it:
  * - a call the oracle finds invalid must be refused with INVALID_ARGUMENT (or UNSUPPORTED for a
  *   head dimension other than 128), with a message naming the function, and without a byte of
@@ -281,7 +281,7 @@ static int new_data_buf(fuzz *f, size_t words, uint8_t seed)
     return idx;
 }
 
-/* ---- The oracle: the rules of SPEC section 6, written from the specification ---- */
+/* ---- The oracle: the rules of docs/bad-input.md, written from that page ---- */
 
 static void op_needs(call *c, bool *ovf)
 {
