@@ -1,22 +1,29 @@
 #!/bin/bash
-# Everything the CUDA backend must prove on a GPU machine, in one command (the device tool's
-# `run`, from the repository root): the Criterion suite, the four compute-sanitizer tools over
-# the suite's CUDA tests, the CUDA engineer's probe (bit identity + timings), and the bench.
-# Logs go to $OUT (the device tool's result folder; /tmp/memra-gpu-check elsewhere). Each step
-# runs under its own time limit; the whole list can exceed the tool's 10 minutes (the full
-# suite alone took about 3 minutes on 2026-11-30), so name the steps a call needs.
+# Everything the CUDA backend must prove on a machine with a GPU, in one command run from the
+# repository root: the Criterion suite, the four compute-sanitizer tools over the suite's CUDA
+# tests, the GPU probe (bit identity and timings), the bench, and the scan's machine code. Each
+# step runs under its own time limit and logs to OUT; name the steps you want, or run them all
+# (the whole suite alone takes about 3 minutes on an H200).
 #
-# usage: tools/device/gpu-check.sh [STEP...]
+# usage: tools/gpu/gpu-check.sh [STEP...]
 #   steps: info hash suite sanitize probe-sanitize probe bench sass (default: all, in that order)
-#   hash compares the probe's fingerprints of every packed output with those of libmemra 1.0.0
-#   (tools/device/hash-1.0.0.txt): a kernel change must not change a bit.
-# Built here first (see kernels/cuda/NOTES.md, "Running on the GPU machine"):
-#   make BUILD=build-cuda lib test-c-build bench-build; tools/device/build-probe.sh build-cuda
-#   /work/shared/tools/bundle-criterion-libs .device/crit
-# and carried: the binaries staged in .device/stage (the fat-binary build folder is over the
-# 64 MiB a call can carry; NOTES.md says how to stage), and .device/crit.
-#   BUILD            the build or staging folder (default build-cuda)
-#   CRITERION_LIBS   the bundled Criterion libraries (default .device/crit)
+#   hash compares the probe's fingerprints of every output of the packed verify with those of
+#   libmemra 1.0.0, recorded on an H200 (tools/gpu/hash-1.0.0.txt): a kernel change must not
+#   change a single bit.
+#
+# Build first, on the GPU machine or on any machine with nvcc:
+#   make BUILD=build-cuda lib test-c-build bench-build
+#   tools/gpu/build-probe.sh build-cuda
+# and run either from that build folder (BUILD=build-cuda, the default), or from a compact copy
+# made by tools/gpu/stage.sh build-cuda gpu-stage and copied to the GPU machine (BUILD=gpu-stage);
+# the staged copy carries Criterion's libraries in gpu-stage/crit.
+#
+#   BUILD            the build or staged folder (default build-cuda)
+#   OUT              where the logs go (default /tmp/memra-gpu-check)
+#   CRITERION_LIBS   a folder of Criterion libraries for the test binary (default BUILD/crit
+#                    when it exists; none is needed where libcriterion is installed)
+#   CUDA_HOME        the CUDA toolkit, for compute-sanitizer and cuobjdump (default
+#                    /usr/local/cuda)
 #   SANITIZE_FILTER  Criterion --filter of the sanitizers' first pass (see sanitize-suite.sh)
 #   BENCH_ARGS       options for memra_bench (default: the full sweep)
 #   SUITE_TIMEOUT    seconds for the whole Criterion suite (default 400)
@@ -24,12 +31,17 @@
 set -u -o pipefail
 
 build=${BUILD:-build-cuda}
-crit=${CRITERION_LIBS:-.device/crit}
 out=${OUT:-/tmp/memra-gpu-check}
 steps=${*:-info hash suite sanitize probe-sanitize probe bench sass}
+crit=${CRITERION_LIBS:-}
+if [ -z "$crit" ] && [ -d "$build/crit" ]; then
+    crit=$build/crit
+fi
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/$crit${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$PATH:/usr/local/cuda/bin"
+if [ -n "$crit" ]; then
+    export LD_LIBRARY_PATH="$(cd "$crit" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+export PATH="$PATH:${CUDA_HOME:-/usr/local/cuda}/bin"
 rc=0
 
 step() {
@@ -47,10 +59,10 @@ for s in $steps; do
     hash)
         step hash
         if "$build/tools/probe" hash >"$out/hash.txt" 2>&1 &&
-            diff tools/device/hash-1.0.0.txt "$out/hash.txt"; then
+            diff tools/gpu/hash-1.0.0.txt "$out/hash.txt"; then
             echo "hash: the same bits as libmemra 1.0.0"
         else
-            echo "hash: FAILED (fingerprints differ from tools/device/hash-1.0.0.txt)"
+            echo "hash: FAILED (fingerprints differ from tools/gpu/hash-1.0.0.txt)"
             rc=1
         fi
         ;;
@@ -63,9 +75,9 @@ for s in $steps; do
         ;;
     sanitize)
         step sanitize
-        SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} tools/device/sanitize-suite.sh \
+        SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} tools/gpu/sanitize-suite.sh \
             "$build/tests/memra_tests" "$out/sanitize" || { echo "sanitize: FAILED"; rc=1; }
-        # Only eight files come back: fold the four logs into one.
+        # One file for all four tools' logs, the easier to collect from OUT.
         for f in "$out"/sanitize/*.log; do
             echo "##### $f"
             cat "$f"
@@ -77,7 +89,7 @@ for s in $steps; do
         # the sanitizers watch it directly, next to the Criterion children.
         step probe-sanitize
         SANITIZE_PLAIN=1 SANITIZE_TAG=probe SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} \
-            tools/device/sanitize.sh \
+            tools/gpu/sanitize.sh \
             "$build/tools/probe" "$out/sanitize-probe" check || { echo "probe-sanitize: FAILED"; rc=1; }
         for f in "$out"/sanitize-probe/*.log; do
             echo "##### $f"

@@ -1,9 +1,10 @@
 /*
- * The CUDA engineer's probe, run on the GPU machine by tools/device/gpu-check.sh: a quick
+ * The GPU probe, run by tools/gpu/gpu-check.sh on a machine with a CUDA device: a quick
  * correctness pass over the public ABI (packed vs per-row bit identity, eager and graph-replayed
  * with table rebinding, GPU vs CPU agreement, the d_conv sweep, the in-place per-row scan) and
- * the timings of SPEC section 7 (graph-replayed packed verify and per-row chain at the ornith
- * shape, T = 8, against the HBM floor measured by a device-to-device copy in the same run).
+ * the timings of docs/performance.md (graph-replayed packed verify and per-row chain at the
+ * ornith shape, T = 8, against the HBM floor measured by a device-to-device copy in the same
+ * run).
  *
  * It is a development tool, not a test: the Criterion suite is the test. It uses only the
  * public ABI plus CUDA events for timing.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The sanitizer run over the Criterion suite's CUDA tests, shared by `make memcheck` and
-# tools/device/gpu-check.sh: sanitize.sh (each of compute-sanitizer's four tools) in two passes.
+# tools/gpu/gpu-check.sh: sanitize.sh (each of compute-sanitizer's four tools) in two passes.
 #
 #   1. Every CUDA test (SANITIZE_FILTER) except two kinds, with memcheck's API-error reports on.
 #   2. The bad-input cases. Each sanitized process costs seconds to start, so instead of the 837
@@ -14,7 +14,7 @@
 # from its process, so it runs nothing on a GPU for the tools to watch, and its deliberate
 # cudaErrorNoDevice would count as an API error.
 #
-# usage: tools/device/sanitize-suite.sh BINARY LOGDIR
+# usage: tools/gpu/sanitize-suite.sh BINARY LOGDIR
 #   SANITIZE_FILTER   Criterion --filter of pass 1 (default: every CUDA test but the above)
 #   Logs: LOGDIR/<tool>.log (pass 1) and LOGDIR/sweep-<tool>.log (pass 2). sanitize.sh's
 #   variables (SANITIZER, SANITIZER_TOOLS, SANITIZE_TIMEOUT) apply to both passes.

@@ -5,7 +5,7 @@
 # Synthesis line). Needs a CUDA device: on a machine without one the CUDA tests skip and the
 # sanitizers have nothing to watch.
 #
-# usage: tools/device/sanitize.sh BINARY LOGDIR [criterion options...]
+# usage: tools/gpu/sanitize.sh BINARY LOGDIR [criterion options...]
 #   SANITIZER   the compute-sanitizer executable (default: from PATH or $CUDA_HOME/bin)
 #   SANITIZER_TOOLS   the tools to run (default: "memcheck racecheck initcheck synccheck")
 #   SANITIZE_PLAIN=1  BINARY is not a Criterion binary: run it as is (its exit status counts)
