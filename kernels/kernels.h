@@ -199,6 +199,8 @@ typedef struct memra__verify_args {
     float scale;
     uint32_t *counters;
     memra__dev_error *err;
+    /* CUDA only: a zero-initialised device word that settles which finding is recorded. */
+    uint32_t *err_claim;
 } memra__verify_args;
 
 /*
@@ -217,6 +219,7 @@ typedef struct memra__rollback_args {
     size_t t;
     size_t b_n;
     memra__dev_error *err;
+    uint32_t *err_claim;
 } memra__rollback_args;
 
 /* CPU reference kernels (kernels/cpu/): synchronous, cannot fail. */

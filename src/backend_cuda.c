@@ -13,8 +13,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend.h"
+#include "dev_error.h"
 #include "engine.h"
 #include "status.h"
 
@@ -31,7 +33,25 @@ typedef struct cuda_engine {
      * allocation made while the engine's stream is being captured runs at once instead of
      * becoming part of the graph (where it would re-zero the buffer at every replay). */
     cudaStream_t side;
+
+    /* Workspace of the 1.1 verify (gdn_verify.cu): counters, one per (sequence, key head),
+     * that every launch leaves at zero. When a call needs more, a larger zeroed buffer
+     * replaces it; the smaller ones stay allocated until the engine is destroyed, because
+     * graphs captured earlier still name them. */
+    uint32_t *counters;
+    size_t n_counters;
+    void **retired;
+    size_t n_retired;
+    /* Device-side findings (bad accepted counts): the record in mapped host memory, its
+     * device address, and the device word that settles which finding is recorded. */
+    memra__dev_error *err_host;
+    memra__dev_error *err_dev;
+    uint32_t *err_claim;
 } cuda_engine;
+
+/* Counters made at engine creation: enough for b_n * num_k = 4096 (32 sequences of a model
+ * with 128 key heads) without growing. */
+#define CUDA_COUNTERS_INITIAL 4096
 
 /* Errors after which the CUDA context is unusable: the driver returns them from every later
  * call, and the process must be restarted to use the device again. */
@@ -122,6 +142,59 @@ static MemraStatus init_failure(cudaError_t err, const char *call)
                        cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+/* A zeroed device buffer of `words` u32, zeroed on the side stream and waited for. */
+static cudaError_t zeroed_words(const cuda_engine *c, size_t words, uint32_t **out)
+{
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, words * sizeof(uint32_t));
+    if (err == cudaSuccess)
+        err = cudaMemsetAsync(p, 0, words * sizeof(uint32_t), c->side);
+    if (err == cudaSuccess)
+        err = cudaStreamSynchronize(c->side);
+    if (err != cudaSuccess) {
+        if (p != NULL)
+            (void)cudaFree(p);
+        return err;
+    }
+    *out = p;
+    return cudaSuccess;
+}
+
+static cudaError_t workspace_init(cuda_engine *c)
+{
+    void *host = NULL;
+    cudaError_t err = zeroed_words(c, CUDA_COUNTERS_INITIAL, &c->counters);
+    if (err != cudaSuccess)
+        return err;
+    c->n_counters = CUDA_COUNTERS_INITIAL;
+    err = zeroed_words(c, 1, &c->err_claim);
+    if (err != cudaSuccess)
+        return err;
+    err = cudaHostAlloc(&host, sizeof(memra__dev_error), cudaHostAllocMapped);
+    if (err != cudaSuccess)
+        return err;
+    memset(host, 0, sizeof(memra__dev_error));
+    c->err_host = host;
+    return cudaHostGetDevicePointer((void **)&c->err_dev, host, 0);
+}
+
+static void workspace_fini(cuda_engine *c)
+{
+    if (c->counters != NULL)
+        (void)cudaFree(c->counters);
+    for (size_t i = 0; i < c->n_retired; i++)
+        (void)cudaFree(c->retired[i]);
+    free(c->retired);
+    if (c->err_claim != NULL)
+        (void)cudaFree(c->err_claim);
+    if (c->err_host != NULL)
+        (void)cudaFreeHost(c->err_host);
+    c->counters = NULL;
+    c->retired = NULL;
+    c->err_claim = NULL;
+    c->err_host = NULL;
+}
+
 static MemraStatus cuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
 {
     int count = 0;
@@ -180,6 +253,15 @@ static MemraStatus cuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
     }
     c->device = o->device_ordinal;
     c->side = side;
+    err = workspace_init(c);
+    if (err != cudaSuccess) {
+        workspace_fini(c);
+        if (e->owns_stream)
+            (void)cudaStreamDestroy(stream);
+        (void)cudaStreamDestroy(side);
+        free(c);
+        return init_failure(err, "allocating the verify workspace");
+    }
     e->impl = c;
     e->stream = stream;
     return MEMRA_STATUS_OK;
@@ -195,6 +277,7 @@ static void cuda_engine_fini(MemraEngine *e)
     (void)cudaSetDevice(c->device);
     if (e->fault == MEMRA_STATUS_OK)
         (void)cudaStreamSynchronize(e->stream);
+    workspace_fini(c);
     (void)cudaStreamDestroy(c->side);
     if (e->owns_stream)
         (void)cudaStreamDestroy((cudaStream_t)e->stream);
@@ -281,6 +364,22 @@ static MemraStatus cuda_copy_htod(MemraEngine *e, void *dst, const void *src, si
     return MEMRA_STATUS_OK;
 }
 
+/* After a synchronisation: reports a finding of the 1.1 kernels and re-arms the record. The
+ * claim word is cleared in stream order, before any work enqueued later. */
+static MemraStatus take_findings(MemraEngine *e)
+{
+    cuda_engine *c = e->impl;
+    MemraStatus st;
+    cudaError_t err;
+    if (((volatile memra__dev_error *)c->err_host)->set == 0)
+        return MEMRA_STATUS_OK;
+    st = memra__dev_error_take(CUDA_FN, c->err_host);
+    err = cudaMemsetAsync(c->err_claim, 0, sizeof(uint32_t), (cudaStream_t)e->stream);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaMemsetAsync (re-arming the error record)");
+    return st;
+}
+
 static MemraStatus cuda_copy_dtoh(MemraEngine *e, void *dst, const void *src, size_t bytes)
 {
     cudaError_t err;
@@ -292,7 +391,7 @@ static MemraStatus cuda_copy_dtoh(MemraEngine *e, void *dst, const void *src, si
     if (err != cudaSuccess)
         return report(e, err, false, "cudaMemcpyAsync (device to host)");
     err = cudaStreamSynchronize((cudaStream_t)e->stream);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
+    return err == cudaSuccess ? take_findings(e) : report(e, err, true, "cudaStreamSynchronize");
 }
 
 static MemraStatus cuda_synchronize(MemraEngine *e)
@@ -301,7 +400,7 @@ static MemraStatus cuda_synchronize(MemraEngine *e)
 
     MEMRA__TRY(enter(e));
     err = cudaStreamSynchronize((cudaStream_t)e->stream);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
+    return err == cudaSuccess ? take_findings(e) : report(e, err, true, "cudaStreamSynchronize");
 }
 
 /* The kernels' entry points return the launch's cudaError_t as an int. */
@@ -326,6 +425,65 @@ static MemraStatus cuda_scan(MemraEngine *e, const memra__scan_args *args)
 {
     MEMRA__TRY(enter(e));
     return launched(e, memra__cuda_gdn_scan(args, e->stream), "launching the scan kernel");
+}
+
+/* Makes the counters hold at least `need` words. Growing allocates, so it is refused while the
+ * host captures the engine's stream itself; memra_graph_capture's warm-up calls grow it before
+ * its capture starts. */
+static MemraStatus ensure_counters(MemraEngine *e, size_t need)
+{
+    cuda_engine *c = e->impl;
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    uint32_t *grown = NULL;
+    void **list;
+    size_t words = c->n_counters;
+    cudaError_t err;
+    if (need <= c->n_counters)
+        return MEMRA_STATUS_OK;
+    err = cudaStreamIsCapturing((cudaStream_t)e->stream, &capturing);
+    if (err != cudaSuccess)
+        return report(e, err, false, "cudaStreamIsCapturing");
+    MEMRA__FAIL_IF(capturing != cudaStreamCaptureStatusNone, MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
+                   "b_n * num_k = %zu needs a larger verify workspace than this engine has "
+                   "(%zu); run one such call outside the capture first",
+                   need, c->n_counters);
+    while (words < need)
+        words *= 2;
+    list = realloc(c->retired, (c->n_retired + 1) * sizeof *list);
+    MEMRA__FAIL_IF(list == NULL, MEMRA_STATUS_OUT_OF_MEMORY, CUDA_FN,
+                   "cannot grow the verify workspace list");
+    c->retired = list;
+    /* The work already enqueued may use the current counters: the new buffer is zeroed on the
+     * side stream, which does not wait for it, and the old one stays allocated. */
+    err = zeroed_words(c, words, &grown);
+    if (err != cudaSuccess)
+        return report(e, err, true, "allocating the verify workspace");
+    c->retired[c->n_retired++] = c->counters;
+    c->counters = grown;
+    c->n_counters = words;
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus cuda_verify(MemraEngine *e, const memra__verify_args *args)
+{
+    cuda_engine *c = e->impl;
+    memra__verify_args a = *args;
+    MEMRA__TRY(enter(e));
+    MEMRA__TRY(ensure_counters(e, args->b_n * args->num_k));
+    a.counters = c->counters;
+    a.err = c->err_dev;
+    a.err_claim = c->err_claim;
+    return launched(e, memra__cuda_gdn_verify(&a, e->stream), "launching the verify kernel");
+}
+
+static MemraStatus cuda_rollback(MemraEngine *e, const memra__rollback_args *args)
+{
+    cuda_engine *c = e->impl;
+    memra__rollback_args a = *args;
+    MEMRA__TRY(enter(e));
+    a.err = c->err_dev;
+    a.err_claim = c->err_claim;
+    return launched(e, memra__cuda_gdn_rollback(&a, e->stream), "launching the rollback kernel");
 }
 
 static MemraStatus cuda_capture_begin(MemraEngine *e)
@@ -417,6 +575,8 @@ const memra__backend memra__backend_cuda = {
     .conv = cuda_conv,
     .prep = cuda_prep,
     .scan = cuda_scan,
+    .verify = cuda_verify,
+    .rollback = cuda_rollback,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "gdn_common.cuh"
+#include "gdn_math.cuh"
 #include "kernels.h"
 
 /* 4 warps (4 heads) per block: the production shape has 32 heads per row, so a verify step of
@@ -21,32 +22,13 @@
 #define PREP_WARPS 4
 #define PREP_THREADS (PREP_WARPS * MEMRA__LANES)
 
-/*
- * out[i] = x[i] * rsqrtf(total + eps), total the contract's lane-wise sum of squares: p_L is the
- * fma chain x[L]^2, x[L+32]^2, x[L+64]^2, x[L+96]^2 from 0.0f, then the pairwise tree over the
- * lanes (lane 0 holds the total; it is broadcast so every lane scales its own elements).
- */
-static __device__ __forceinline__ void
-l2_normalise(const float (&x)[MEMRA__PER_LANE], float *__restrict__ out, unsigned lane, float eps)
-{
-    float p = 0.0f;
-#pragma unroll
-    for (int r = 0; r < MEMRA__PER_LANE; r++)
-        p += x[r] * x[r];
-    const float total = __shfl_sync(MEMRA__FULL_MASK, memra__warp_sum_down(p), 0);
-    const float scale = rsqrtf(total + eps);
-#pragma unroll
-    for (int r = 0; r < MEMRA__PER_LANE; r++)
-        out[r * MEMRA__LANES + lane] = x[r] * scale;
-}
-
 __global__ void __launch_bounds__(PREP_THREADS)
     gdn_prep_kernel(const float *__restrict__ conv_out, const float *__restrict__ beta_raw,
                     const float *__restrict__ alpha, const float *__restrict__ dt_bias,
                     const float *__restrict__ a, float *__restrict__ q_l2, float *__restrict__ k_l2,
                     float *__restrict__ v_g, float *__restrict__ beta, float *__restrict__ g_log,
                     size_t num_v, size_t num_k, size_t key_dim, size_t conv_dim, size_t heads,
-                    float eps)
+                    float eps, int grouped)
 {
     memra__pdl_enter();
 
@@ -56,8 +38,8 @@ __global__ void __launch_bounds__(PREP_THREADS)
         return;
     const size_t row = head / num_v;
     const size_t vh = head % num_v;
-    /* Tiled GQA order: value head vh reads key head vh % num_k. */
-    const size_t kh = vh % num_k;
+    /* GQA: value head vh reads key head vh % num_k (tiled) or vh / (num_v / num_k) (grouped). */
+    const size_t kh = grouped ? vh / (num_v / num_k) : vh % num_k;
 
     /* Every load first, so the warp has all of them in flight at once. */
     const float *xrow = conv_out + row * conv_dim;
@@ -79,18 +61,19 @@ __global__ void __launch_bounds__(PREP_THREADS)
         av = a[vh];
     }
 
-    l2_normalise(q, q_l2 + head * MEMRA__S, lane, eps);
-    l2_normalise(k, k_l2 + head * MEMRA__S, lane, eps);
+    /* The arithmetic is gdn_math.cuh's, shared with the one-launch verify. */
+    memra__l2_normalise(q, eps);
+    memra__l2_normalise(k, eps);
 #pragma unroll
-    for (int r = 0; r < MEMRA__PER_LANE; r++)
+    for (int r = 0; r < MEMRA__PER_LANE; r++) {
+        q_l2[head * MEMRA__S + r * MEMRA__LANES + lane] = q[r];
+        k_l2[head * MEMRA__S + r * MEMRA__LANES + lane] = k[r];
         v_g[head * MEMRA__S + r * MEMRA__LANES + lane] = v[r];
+    }
 
     if (lane == 0) {
-        beta[head] = 1.0f / (1.0f + expf(-braw));
-        /* softplus(alpha + dt_bias), linear above 20 where log1pf(expf(x)) == x in f32. */
-        const float xs = al + dt;
-        const float sp = (xs > 20.0f) ? xs : log1pf(expf(xs));
-        g_log[head] = av * sp;
+        beta[head] = memra__gate_beta(braw);
+        g_log[head] = memra__gate_g_log(al, dt, av);
     }
 }
 
@@ -102,7 +85,8 @@ static int launch_prep(const memra__prep_args *a, void *stream)
     const dim3 grid((unsigned)((heads + PREP_WARPS - 1) / PREP_WARPS));
     return memra__launch(gdn_prep_kernel, grid, dim3(PREP_THREADS), stream, a->conv_out,
                          a->beta_raw, a->alpha, a->dt_bias, a->a, a->q_l2, a->k_l2, a->v_g, a->beta,
-                         a->g_log, a->num_v, a->num_k, a->key_dim, a->conv_dim, heads, a->eps);
+                         a->g_log, a->num_v, a->num_k, a->key_dim, a->conv_dim, heads, a->eps,
+                         a->grouped);
 }
 
 extern "C" int memra__cuda_gdn_prep(const memra__prep_args *args, void *stream)

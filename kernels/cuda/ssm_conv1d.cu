@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "gdn_common.cuh"
+#include "gdn_math.cuh"
 #include "kernels.h"
 
 /* 128 threads (4 warps) per block: at the production shape a sequence has 8192 channels, i.e.
@@ -91,16 +92,9 @@ __global__ void __launch_bounds__(CONV_THREADS)
             ahead[CONV_PREFETCH - 1] =
                 r + CONV_PREFETCH < t ? x[(r + CONV_PREFETCH) * conv_dim] : 0.0f;
 
-            float acc = 0.0f;
-#pragma unroll
-            for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
-                acc += win[j] * w8[j];
-            y[r * conv_dim] = acc / (1.0f + expf(-acc));
-
-            /* Roll: the oldest slot drops out; win[PAD] is refilled by the next row. */
-#pragma unroll
-            for (int j = 0; j < PAD; j++)
-                win[j] = win[j + 1];
+            /* The row's arithmetic and the roll (gdn_math.cuh); win[PAD] is refilled by the
+             * next row. */
+            y[r * conv_dim] = memra__conv_row<PAD>(win, w8);
             if (sn != nullptr && r + 1 < t) {
 #pragma unroll
                 for (int j = 0; j < PAD; j++)
