@@ -2,9 +2,17 @@
 # runs the main benchmark. Area-specific rules live in mk/*.mk (tests, bench, Rust bindings,
 # ABI checks, sanitizers) and are included below.
 
-VERSION_MAJOR := 1
-VERSION_MINOR := 1
-VERSION_PATCH := 0
+# The version is defined once: MEMRA_VERSION_MAJOR/MINOR/PATCH in bindings/rust/memra-abi, which
+# cbindgen writes into abi/memra.h. Everything here reads it from the header (`.define` because a
+# literal number sign would start a comment in older makes); `make test` checks that the crates'
+# Cargo.toml versions agree (mk/standalone.mk).
+memra_header_version = $(shell sed -n 's/^.define MEMRA_VERSION_$(1) \([0-9][0-9]*\)$$/\1/p' abi/memra.h)
+VERSION_MAJOR := $(call memra_header_version,MAJOR)
+VERSION_MINOR := $(call memra_header_version,MINOR)
+VERSION_PATCH := $(call memra_header_version,PATCH)
+ifeq ($(and $(VERSION_MAJOR),$(VERSION_MINOR),$(VERSION_PATCH)),)
+$(error cannot read MEMRA_VERSION_MAJOR/MINOR/PATCH from abi/memra.h)
+endif
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 
 BUILD ?= build
@@ -27,8 +35,8 @@ NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CPPFLAGS_LIB := -Iabi -Isrc -Ikernels -D_GNU_SOURCE
-# -ffp-contract=off: the CPU reference fuses a multiply-add only where it writes fmaf(), which
-# is exactly where the arithmetic contract (SPEC section 4) says nvcc contracts.
+# -ffp-contract=off: the CPU reference fuses a multiply-add only where it writes fmaf(): the
+# accumulation chains that the arithmetic contract fuses on every backend (docs/arithmetic.md).
 CFLAGS_LIB := -std=c11 -O2 -g -fPIC -fvisibility=hidden -ffp-contract=off $(WARN) $(EXTRA_CFLAGS)
 NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -Iabi -Isrc -Ikernels \
              $(NVCC_GENCODE) $(EXTRA_NVCCFLAGS)
@@ -86,7 +94,7 @@ $(LIB_DEV): $(LIB_SONAME)
 	ln -sf $(notdir $<) $@
 
 # Area rules: each fragment appends its checks to TEST_TARGETS (run in order by `make test`).
-TEST_TARGETS :=
+TEST_TARGETS := format-check
 include $(sort $(wildcard mk/*.mk))
 
 # On a fresh machine the Debian packages the checks need are installed first (as root; otherwise
@@ -101,12 +109,19 @@ deps-bench:
 test: deps-test $(TEST_TARGETS)
 	@echo "make test: all checks passed"
 
-FORMAT_FILES = $(wildcard src/*.[ch] kernels/*.h kernels/cpu/*.[ch] kernels/cuda/*.cu \
-               kernels/cuda/*.cuh tests/*.[ch] bench/*.[ch] tests/fuzz/*.c)
+# Every C and CUDA file of the tree, wherever it lies under these folders (abi/memra.h is
+# cbindgen's output and is checked against it instead). .clang-format is written for
+# clang-format 14, which is preferred when installed.
+FORMAT_FILES = $(sort $(shell find src kernels tests bench tools \( -name '*.c' -o -name '*.h' \
+                              -o -name '*.cu' -o -name '*.cuh' \) -type f 2>/dev/null))
+CLANG_FORMAT ?= $(or $(shell command -v clang-format-14 2>/dev/null),clang-format)
 format:
-	clang-format -i $(FORMAT_FILES)
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
 format-check:
-	clang-format --dry-run --Werror $(FORMAT_FILES)
+	@$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES) || { echo "format-check: the files" \
+	    "above differ from .clang-format; run \`make format\` or $(CLANG_FORMAT) -i on them" >&2; \
+	    exit 1; }
+	@echo "format-check: $(words $(FORMAT_FILES)) C and CUDA files match .clang-format"
 
 clean:
 	rm -rf $(BUILD)

@@ -14,6 +14,8 @@ test)
     # and the sanitizer/fuzzer runtimes.
     packages="build-essential pkg-config libcriterion-dev cbindgen bindgen abigail-tools
               gnuplot-nox valgrind clang libclang-rt-14-dev"
+    # clang-format for `make format-check`.
+    packages="$packages clang-format"
     ;;
 *)
     echo "usage: $0 test|bench" >&2
@@ -25,7 +27,7 @@ missing=$(for p in $packages; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
 done)
 if [ "$1" = test ] && ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ] &&
-    [ ! -x /root/.cargo/bin/cargo ]; then
+    [ ! -x ~root/.cargo/bin/cargo ]; then
     missing="$missing cargo rustc"
 fi
 missing=$(echo $missing)
