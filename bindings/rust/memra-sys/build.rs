@@ -1,40 +1,104 @@
-//! Links `libmemra.so` from `MEMRA_LIB_DIR` (default: the repository's `build/` directory) and
-//! records that directory as a run path of this crate's own test binaries, so the layout tests
-//! run without `LD_LIBRARY_PATH`. Dependent crates link the library through the `rustc-link-lib`
-//! and `rustc-link-search` lines, which Cargo forwards to every final link.
+//! Finds `libmemra.so` and links it:
+//!
+//! 1. `MEMRA_LIB_DIR`, when set: the directory holding the library (a build folder of the
+//!    repository, `make` sets it for its own checks);
+//! 2. otherwise `pkg-config memra` (an installed libmemra: `make install` writes `memra.pc`;
+//!    `PKG_CONFIG_PATH` selects a prefix pkg-config does not search by default), whose version
+//!    must be at least this crate's major.minor, since the bindings use every symbol of it.
+//!
+//! The directory found is given as a run path to this crate's own test binaries and published
+//! to dependent build scripts as `DEP_MEMRA_LIB_DIR` (memra-engine gives it to its tests and
+//! examples). Cargo passes link arguments of a build script to that package's own targets only,
+//! so a user's binary crate that depends on the bindings finds the library at run time the way
+//! any program does: through the dynamic loader's cache for a system prefix (after `ldconfig`),
+//! or through a run path the user's crate adds for another prefix (README, "Using it from
+//! Rust").
 
 use std::env;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=MEMRA_LIB_DIR");
-    let dir = lib_dir();
-    if !dir.join("libmemra.so").exists() {
-        // Building the Rust library itself or its docs needs no libmemra, so this is a warning:
-        // the link of a test or example fails next, and the warning says why.
-        println!(
-            "cargo:warning=libmemra.so is not in {}; build it with `make` or set MEMRA_LIB_DIR",
-            dir.display()
-        );
+    for var in ["MEMRA_LIB_DIR", "PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR"] {
+        println!("cargo:rerun-if-env-changed={}", var);
     }
-    println!("cargo:rustc-link-search=native={}", dir.display());
+    let dir = match env::var_os("MEMRA_LIB_DIR") {
+        Some(dir) => Some(absolute(PathBuf::from(dir))),
+        None => from_pkg_config(),
+    };
+    // Linking the library is always requested: building this crate or its documentation needs
+    // no libmemra, and a final link without one fails with the linker's own message after the
+    // warnings below have said why.
     println!("cargo:rustc-link-lib=dylib=memra");
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
-    // Published to dependent build scripts as DEP_MEMRA_LIB_DIR.
-    println!("cargo:lib_dir={}", dir.display());
+    match dir {
+        Some(dir) => {
+            if !dir.join("libmemra.so").exists() {
+                println!(
+                    "cargo:warning=libmemra.so is not in {}; build it with `make` or point \
+                     MEMRA_LIB_DIR at a directory holding it",
+                    dir.display()
+                );
+            }
+            println!("cargo:rustc-link-search=native={}", dir.display());
+            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
+            // Published to dependent build scripts as DEP_MEMRA_LIB_DIR.
+            println!("cargo:lib_dir={}", dir.display());
+        }
+        None => {
+            println!(
+                "cargo:warning=libmemra was not found: MEMRA_LIB_DIR is unset and `pkg-config \
+                 memra` does not know it. Install it (`make install PREFIX=...`, and set \
+                 PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix pkg-config does not search) \
+                 or set MEMRA_LIB_DIR to a directory holding libmemra.so"
+            );
+            println!("cargo:lib_dir=");
+        }
+    }
 }
 
-/// `MEMRA_LIB_DIR` when set, else `<repo>/build`, made absolute so that the run path does not
-/// depend on the directory a binary is started from.
-fn lib_dir() -> PathBuf {
-    let dir = match env::var_os("MEMRA_LIB_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let manifest =
-                env::var_os("CARGO_MANIFEST_DIR").expect("Cargo sets CARGO_MANIFEST_DIR");
-            Path::new(&manifest).join("../../../build")
-        }
+/// `dir` made absolute (and canonical when it exists), so that a run path does not depend on
+/// the directory a binary is started from.
+fn absolute(dir: PathBuf) -> PathBuf {
+    let dir = if dir.is_absolute() {
+        dir
+    } else {
+        env::current_dir()
+            .map(|cwd| cwd.join(&dir))
+            .unwrap_or(dir)
     };
     dir.canonicalize().unwrap_or(dir)
+}
+
+/// The `libdir` of `pkg-config memra`, or `None` when pkg-config is missing or has no memra.
+/// An installed libmemra older than these bindings is an error, not a reason to look
+/// elsewhere: linking it would fail on the symbols it lacks.
+fn from_pkg_config() -> Option<PathBuf> {
+    let pkg_config = env::var_os("PKG_CONFIG").unwrap_or_else(|| OsString::from("pkg-config"));
+    let run = |args: &[&str]| -> Option<String> {
+        let out = Command::new(&pkg_config).args(args).output().ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let version = run(&["--modversion", "memra"])?;
+    let want = format!(
+        "{}.{}",
+        env::var("CARGO_PKG_VERSION_MAJOR").expect("Cargo sets CARGO_PKG_VERSION_MAJOR"),
+        env::var("CARGO_PKG_VERSION_MINOR").expect("Cargo sets CARGO_PKG_VERSION_MINOR")
+    );
+    if run(&["--atleast-version", &want, "memra"]).is_none() {
+        panic!(
+            "pkg-config found libmemra {} but these bindings need {} or newer: install a newer \
+             libmemra or set MEMRA_LIB_DIR",
+            version, want
+        );
+    }
+    let libdir = run(&["--variable=libdir", "memra"])?;
+    if libdir.is_empty() {
+        return None;
+    }
+    Some(absolute(Path::new(&libdir).to_path_buf()))
 }

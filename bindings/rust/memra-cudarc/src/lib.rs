@@ -7,15 +7,18 @@
 //! cudarc = { package = "memra-cudarc", path = "bindings/rust/memra-cudarc" }
 //! ```
 //!
-//! makes those paths name the buffer types of the `memra_engine` crate, so such code compiles
-//! unchanged against libmemra. Only the names memra-engine's API exposes are provided; this is
-//! not the CUDA driver API.
+//! makes those paths name the types of the `memra_engine` crate, which have cudarc 0.19's
+//! shapes (an owning `CudaSlice<T>` without a lifetime, `CudaView<'a, T>` / `CudaViewMut<'a, T>`,
+//! `DevicePtr::device_ptr(&stream)`, `CudaGraph::launch`, `Arc<CudaStream>`), so such code
+//! compiles unchanged against libmemra. Only the names memra-engine's GDN API exposes are
+//! provided; this is not the CUDA driver API.
 #![deny(missing_docs)]
 
-/// The `cudarc::driver` names: buffers, views, the stream handle and the address traits of
-/// the `memra_engine` crate.
+/// The `cudarc::driver` names: buffers, views, the stream handle, the graph and the address
+/// traits of the `memra_engine` crate.
 pub mod driver {
     pub use memra_engine::{
-        CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrGuard, DevicePtrMut,
+        CudaGraph, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrGuard,
+        DevicePtrMut, DeviceSlice, SyncOnDrop,
     };
 }

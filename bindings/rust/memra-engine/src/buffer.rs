@@ -1,36 +1,57 @@
-//! Engine buffers, views of them, and the traits that hand out their device addresses.
+//! Buffers, views, the stream handle and the address traits, in the shapes of cudarc 0.19.
 //!
-//! A [`CudaSlice`] owns one allocation of an engine and frees it when dropped (through
-//! `memra_free`). The allocation itself is reference-counted so that a graph can keep every
-//! buffer its operations use alive for as long as the graph can be replayed, even after the
-//! host dropped its `CudaSlice`. Nothing in Rust ever forms a reference to the buffer's
-//! contents: they are device memory (or, on the CPU backend, memory only the library touches),
-//! read and written through the library's copy functions.
+//! A [`CudaSlice`] owns one allocation through a reference-counted handle that also holds the
+//! engine's shared state: the engine is destroyed only after its last buffer, so a buffer may
+//! outlive the `Engine` value that made it and is still freed correctly. A graph keeps the
+//! allocations its operations use alive for as long as it can be replayed, even after the
+//! host dropped its `CudaSlice`. Nothing in Rust ever forms a reference to a buffer's contents:
+//! they are device memory (or, on the CPU backend, memory only the library touches), read and
+//! written through the library's copy functions.
 
 use std::ffi::c_void;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem;
 use std::ops::{Bound, RangeBounds};
-use std::ptr::NonNull;
-use std::rc::Rc;
+use std::ptr;
+use std::sync::Arc;
 
 use memra_sys as sys;
 
-use crate::engine::{Engine, Shared};
-use crate::error::{Error, Result, Status};
+use crate::error::{check, Res};
 use crate::graph::GraphHandle;
+use crate::shared::Shared;
 
-/// One allocation made by `memra_alloc_*` or `memra_htod_*`.
+/// Who frees an allocation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Owner {
+    /// Made by `memra_alloc_*` / `memra_htod_*`: freed with `memra_free`.
+    Library,
+    /// Memory the host owns (`Engine::wrap_device_ptr`): never freed here.
+    Host,
+    /// No memory at all: a buffer of no elements (the library allocates none).
+    Empty,
+}
+
+/// One allocation of an engine.
 pub(crate) struct Alloc {
-    pub(crate) shared: Rc<Shared>,
-    pub(crate) ptr: NonNull<c_void>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) ptr: *mut c_void,
+    pub(crate) owner: Owner,
     /// The graph whose capture made this allocation: the library ties its lifetime to that
     /// graph, so the handle keeps the graph from being destroyed while the buffer is alive.
-    pub(crate) graph: Option<Rc<GraphHandle>>,
+    pub(crate) graph: Option<Arc<GraphHandle>>,
+    /// The address this f32 buffer registered as live (see `Shared::add_live_f32`).
+    pub(crate) live_f32: bool,
     /// Set by `CudaSlice::free`, which already called `memra_free`.
     pub(crate) freed: bool,
 }
+
+// SAFETY: `ptr` is a device address (or library-owned host memory) that Rust never
+// dereferences; it is only passed to the library, under the engine lock.
+unsafe impl Send for Alloc {}
+// SAFETY: as for Send; an Alloc is never mutated through a shared reference.
+unsafe impl Sync for Alloc {}
 
 impl Alloc {
     /// True when the library already released this buffer: it was allocated during a capture
@@ -38,31 +59,39 @@ impl Alloc {
     pub(crate) fn released(&self) -> bool {
         matches!(self.graph, Some(ref g) if g.failed())
     }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.ptr as usize as u64
+    }
 }
 
 impl Drop for Alloc {
     fn drop(&mut self) {
-        if self.freed || self.released() {
+        if self.live_f32 {
+            self.shared.remove_live_f32(self.addr());
+        }
+        if self.owner != Owner::Library || self.freed || self.released() {
             return;
         }
-        // SAFETY: the engine is alive (every owner of an Alloc borrows it), and `ptr` is the
+        let _guard = self.shared.lock();
+        // SAFETY: the engine is alive (this Alloc holds its shared state), and `ptr` is the
         // start of a buffer it allocated and that has not been freed: this is its only free.
         // The call can only fail when the CUDA runtime refuses to free, which a destructor
         // cannot handle; `CudaSlice::free` reports that status.
         unsafe {
-            sys::memra_free(self.shared.raw.as_ptr(), self.ptr.as_ptr());
+            sys::memra_free(self.shared.raw.as_ptr(), self.ptr);
         }
     }
 }
 
 pub(crate) mod sealed {
-    use std::rc::Rc;
+    use std::sync::Arc;
 
     use super::Alloc;
 
     /// A run of elements of one allocation, as the operations pass it to the library.
     pub struct RawBuf<'a> {
-        pub(crate) alloc: &'a Rc<Alloc>,
+        pub(crate) alloc: &'a Arc<Alloc>,
         pub(crate) ptr: *mut u8,
         pub(crate) len: usize,
     }
@@ -73,17 +102,253 @@ pub(crate) mod sealed {
         /// The allocation, the address of the first element and the number of elements.
         fn raw(&self) -> RawBuf<'_>;
     }
+
+    /// The library's entry points for one element type; implemented by the element types
+    /// only.
+    pub trait ElemImpl: Sized {
+        unsafe fn alloc(
+            e: *mut memra_sys::MemraEngine,
+            len: usize,
+            init: memra_sys::MemraAllocInit,
+        ) -> (memra_sys::MemraStatus, *mut std::ffi::c_void);
+        unsafe fn upload(
+            e: *mut memra_sys::MemraEngine,
+            src: &[Self],
+            dst: *mut std::ffi::c_void,
+            dst_len: usize,
+        ) -> memra_sys::MemraStatus;
+        unsafe fn download(
+            e: *mut memra_sys::MemraEngine,
+            src: *const std::ffi::c_void,
+            src_len: usize,
+            dst: &mut [Self],
+        ) -> memra_sys::MemraStatus;
+    }
 }
 
 use sealed::{Buffer, RawBuf};
 
+/// An element type buffers can hold: `f32`, `u64`, `u32` or `i32` (the trait is sealed).
+///
+/// `u32` and `i32` buffers share the library's u32 entry points (same size and alignment; the
+/// bits are copied unchanged).
+pub trait Elem: sealed::ElemImpl + Copy + Default + Send + Sync + 'static {}
+
+impl Elem for f32 {}
+impl Elem for u64 {}
+impl Elem for u32 {}
+impl Elem for i32 {}
+
+
+impl sealed::ElemImpl for f32 {
+    unsafe fn alloc(
+        e: *mut sys::MemraEngine,
+        len: usize,
+        init: sys::MemraAllocInit,
+    ) -> (sys::MemraStatus, *mut c_void) {
+        let mut out = sys::MemraSliceMutF32 {
+            ptr: ptr::null_mut(),
+            len: 0,
+        };
+        let code = sys::memra_alloc_f32(e, len, init, &mut out);
+        (code, out.ptr.cast())
+    }
+
+    unsafe fn upload(
+        e: *mut sys::MemraEngine,
+        src: &[f32],
+        dst: *mut c_void,
+        dst_len: usize,
+    ) -> sys::MemraStatus {
+        let src = sys::MemraSliceF32 {
+            ptr: src.as_ptr(),
+            len: src.len(),
+        };
+        let dst = sys::MemraSliceMutF32 {
+            ptr: dst.cast(),
+            len: dst_len,
+        };
+        sys::memra_htod_f32_into(e, src, dst)
+    }
+
+    unsafe fn download(
+        e: *mut sys::MemraEngine,
+        src: *const c_void,
+        src_len: usize,
+        dst: &mut [f32],
+    ) -> sys::MemraStatus {
+        let src = sys::MemraSliceF32 {
+            ptr: src.cast(),
+            len: src_len,
+        };
+        let dst = sys::MemraSliceMutF32 {
+            ptr: dst.as_mut_ptr(),
+            len: dst.len(),
+        };
+        sys::memra_dtoh_f32(e, src, dst)
+    }
+}
+
+impl sealed::ElemImpl for u64 {
+    unsafe fn alloc(
+        e: *mut sys::MemraEngine,
+        len: usize,
+        init: sys::MemraAllocInit,
+    ) -> (sys::MemraStatus, *mut c_void) {
+        let mut out = sys::MemraSliceMutU64 {
+            ptr: ptr::null_mut(),
+            len: 0,
+        };
+        let code = sys::memra_alloc_u64(e, len, init, &mut out);
+        (code, out.ptr.cast())
+    }
+
+    unsafe fn upload(
+        e: *mut sys::MemraEngine,
+        src: &[u64],
+        dst: *mut c_void,
+        dst_len: usize,
+    ) -> sys::MemraStatus {
+        let src = sys::MemraSliceU64 {
+            ptr: src.as_ptr(),
+            len: src.len(),
+        };
+        let dst = sys::MemraSliceMutU64 {
+            ptr: dst.cast(),
+            len: dst_len,
+        };
+        sys::memra_htod_u64_into(e, src, dst)
+    }
+
+    unsafe fn download(
+        e: *mut sys::MemraEngine,
+        src: *const c_void,
+        src_len: usize,
+        dst: &mut [u64],
+    ) -> sys::MemraStatus {
+        let src = sys::MemraSliceU64 {
+            ptr: src.cast(),
+            len: src_len,
+        };
+        let dst = sys::MemraSliceMutU64 {
+            ptr: dst.as_mut_ptr(),
+            len: dst.len(),
+        };
+        sys::memra_dtoh_u64(e, src, dst)
+    }
+}
+
+unsafe fn alloc_u32(
+    e: *mut sys::MemraEngine,
+    len: usize,
+    init: sys::MemraAllocInit,
+) -> (sys::MemraStatus, *mut c_void) {
+    let mut out = sys::MemraSliceMutU32 {
+        ptr: ptr::null_mut(),
+        len: 0,
+    };
+    let code = sys::memra_alloc_u32(e, len, init, &mut out);
+    (code, out.ptr.cast())
+}
+
+unsafe fn upload_u32(
+    e: *mut sys::MemraEngine,
+    src: *const u32,
+    src_len: usize,
+    dst: *mut c_void,
+    dst_len: usize,
+) -> sys::MemraStatus {
+    let src = sys::MemraSliceU32 { ptr: src, len: src_len };
+    let dst = sys::MemraSliceMutU32 {
+        ptr: dst.cast(),
+        len: dst_len,
+    };
+    sys::memra_htod_u32_into(e, src, dst)
+}
+
+unsafe fn download_u32(
+    e: *mut sys::MemraEngine,
+    src: *const c_void,
+    src_len: usize,
+    dst: *mut u32,
+    dst_len: usize,
+) -> sys::MemraStatus {
+    let src = sys::MemraSliceU32 {
+        ptr: src.cast(),
+        len: src_len,
+    };
+    let dst = sys::MemraSliceMutU32 { ptr: dst, len: dst_len };
+    sys::memra_dtoh_u32(e, src, dst)
+}
+
+impl sealed::ElemImpl for u32 {
+    unsafe fn alloc(
+        e: *mut sys::MemraEngine,
+        len: usize,
+        init: sys::MemraAllocInit,
+    ) -> (sys::MemraStatus, *mut c_void) {
+        alloc_u32(e, len, init)
+    }
+
+    unsafe fn upload(
+        e: *mut sys::MemraEngine,
+        src: &[u32],
+        dst: *mut c_void,
+        dst_len: usize,
+    ) -> sys::MemraStatus {
+        upload_u32(e, src.as_ptr(), src.len(), dst, dst_len)
+    }
+
+    unsafe fn download(
+        e: *mut sys::MemraEngine,
+        src: *const c_void,
+        src_len: usize,
+        dst: &mut [u32],
+    ) -> sys::MemraStatus {
+        download_u32(e, src, src_len, dst.as_mut_ptr(), dst.len())
+    }
+}
+
+impl sealed::ElemImpl for i32 {
+    unsafe fn alloc(
+        e: *mut sys::MemraEngine,
+        len: usize,
+        init: sys::MemraAllocInit,
+    ) -> (sys::MemraStatus, *mut c_void) {
+        alloc_u32(e, len, init)
+    }
+
+    // i32 and u32 have the same size and alignment, and every bit pattern is valid for both,
+    // so the library's u32 copies move i32 values unchanged.
+    unsafe fn upload(
+        e: *mut sys::MemraEngine,
+        src: &[i32],
+        dst: *mut c_void,
+        dst_len: usize,
+    ) -> sys::MemraStatus {
+        upload_u32(e, src.as_ptr().cast(), src.len(), dst, dst_len)
+    }
+
+    unsafe fn download(
+        e: *mut sys::MemraEngine,
+        src: *const c_void,
+        src_len: usize,
+        dst: &mut [i32],
+    ) -> sys::MemraStatus {
+        download_u32(e, src, src_len, dst.as_mut_ptr().cast(), dst.len())
+    }
+}
+
 /// Keeps a buffer borrowed while the device address [`DevicePtr::device_ptr`] returned is in
-/// use. Dropping it does nothing else: every operation of an engine is ordered on the engine's
-/// one stream, so there is no event to record.
+/// use (cudarc's `SyncOnDrop`). Dropping it does nothing else: every operation of an engine is
+/// ordered on the engine's one stream, so there is no event to record.
 #[must_use = "the address is meant to be used while the guard is alive"]
 pub struct DevicePtrGuard<'a> {
     _borrow: PhantomData<&'a ()>,
 }
+
+/// cudarc's name for the guard [`DevicePtr::device_ptr`] returns.
+pub type SyncOnDrop<'a> = DevicePtrGuard<'a>;
 
 impl fmt::Debug for DevicePtrGuard<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -91,16 +356,35 @@ impl fmt::Debug for DevicePtrGuard<'_> {
     }
 }
 
+/// A run of device elements: a [`CudaSlice`], a [`CudaView`] or a [`CudaViewMut`] (the trait
+/// is sealed).
+pub trait DeviceSlice<T>: Buffer<T> {
+    /// Number of elements.
+    fn len(&self) -> usize {
+        self.raw().len
+    }
+
+    /// True for no elements.
+    fn is_empty(&self) -> bool {
+        self.raw().len == 0
+    }
+
+    /// Size in bytes.
+    fn num_bytes(&self) -> usize {
+        self.raw().len * mem::size_of::<T>()
+    }
+}
+
 /// A buffer whose device address can be read, for example to write it into a pointer table.
 ///
-/// Implemented by [`CudaSlice`], [`CudaView`] and [`CudaViewMut`] only (the trait is sealed).
+/// Implemented by [`CudaSlice`], [`CudaView`] and [`CudaViewMut`] (and references to them) only.
 /// The address is a device address on the CUDA backend and a host address on the CPU backend;
 /// either way it is only meaningful to the library.
-pub trait DevicePtr<T>: Buffer<T> {
+pub trait DevicePtr<T>: DeviceSlice<T> {
     /// The address of the first element, and a guard that keeps the buffer borrowed while the
     /// address is in use. `stream` is taken for cudarc compatibility only: every buffer is
     /// ordered on its engine's one stream, so there is nothing to synchronise with.
-    fn device_ptr<'a>(&'a self, stream: &'a CudaStream<'_>) -> (u64, DevicePtrGuard<'a>) {
+    fn device_ptr<'a>(&'a self, stream: &'a CudaStream) -> (u64, DevicePtrGuard<'a>) {
         let _ = stream;
         (
             self.raw().ptr as usize as u64,
@@ -115,7 +399,7 @@ pub trait DevicePtr<T>: Buffer<T> {
 pub trait DevicePtrMut<T>: DevicePtr<T> {
     /// The address of the first element, for writing, and a guard that keeps the buffer
     /// mutably borrowed while the address is in use.
-    fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream<'_>) -> (u64, DevicePtrGuard<'a>) {
+    fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (u64, DevicePtrGuard<'a>) {
         let _ = stream;
         (
             self.raw().ptr as usize as u64,
@@ -127,29 +411,37 @@ pub trait DevicePtrMut<T>: DevicePtr<T> {
 }
 
 /// The stream an engine's operations are ordered on (`memra_engine_stream`), as cudarc's
-/// `CudaStream`. Obtained from [`Engine::stream`]; it borrows the engine.
-pub struct CudaStream<'e> {
-    engine: &'e Engine,
+/// `CudaStream`. Obtained from [`Engine::stream`](crate::Engine::stream) as an
+/// `Arc<CudaStream>`; it keeps the engine's shared state alive.
+pub struct CudaStream {
+    shared: Arc<Shared>,
+    /// The `cudaStream_t`, or 0 on the CPU backend.
+    raw: usize,
 }
 
-impl<'e> CudaStream<'e> {
-    pub(crate) fn new(engine: &'e Engine) -> CudaStream<'e> {
-        CudaStream { engine }
+impl CudaStream {
+    pub(crate) fn new(shared: Arc<Shared>, raw: *mut c_void) -> CudaStream {
+        CudaStream {
+            shared,
+            raw: raw as usize,
+        }
     }
 
     /// The engine's `cudaStream_t`, or NULL on the CPU backend. Work a host enqueues on it is
     /// ordered with the engine's operations.
     pub fn cu_stream(&self) -> *mut c_void {
-        self.engine.raw_stream()
+        self.raw as *mut c_void
     }
 
-    /// Waits for every operation enqueued on the engine ([`Engine::synchronize`]).
-    pub fn synchronize(&self) -> Result<()> {
-        self.engine.synchronize()
+    /// Waits for every operation enqueued on the engine (`memra_engine_synchronize`).
+    pub fn synchronize(&self) -> crate::Result<()> {
+        let _guard = self.shared.lock();
+        // SAFETY: a live engine, its lock held.
+        Ok(check(unsafe { sys::memra_engine_synchronize(self.shared.raw.as_ptr()) })?)
     }
 }
 
-impl fmt::Debug for CudaStream<'_> {
+impl fmt::Debug for CudaStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaStream")
             .field("cu_stream", &self.cu_stream())
@@ -183,24 +475,32 @@ fn bounds_or_panic(range: impl RangeBounds<usize>, len: usize) -> (usize, usize)
     }
 }
 
-/// An owned buffer of `T` (`f32` or `u64`) on an engine, freed with `memra_free` when dropped.
+/// An owned buffer of `T` (`f32`, `u64`, `u32` or `i32`) on an engine, cudarc's `CudaSlice`.
 ///
-/// Made by [`Engine::htod`], [`Engine::zeros`], [`Engine::uninit`] and their `u64` twins. It
-/// borrows its engine, so it cannot outlive it. A graph whose capture used the buffer keeps the
-/// allocation alive until the graph is dropped, even if the `CudaSlice` goes first.
-pub struct CudaSlice<'e, T> {
-    alloc: Rc<Alloc>,
+/// Made by [`Engine::htod`](crate::Engine::htod), [`zeros`](crate::Engine::zeros),
+/// [`uninit`](crate::Engine::uninit) and their twins; freed with `memra_free` when dropped (or,
+/// for host-owned memory, never). It has no lifetime parameter: struct fields and return types
+/// hold `CudaSlice<f32>`, it is `Send` and `Sync`, and it may outlive the `Engine` value that
+/// made it (the engine is destroyed after its last buffer). A graph whose capture used the
+/// buffer keeps the allocation alive until the graph is dropped, even if the `CudaSlice` goes
+/// first. Operations refuse a buffer of another engine.
+pub struct CudaSlice<T> {
+    alloc: Arc<Alloc>,
     len: usize,
-    _marker: PhantomData<(&'e Engine, T)>,
+    _marker: PhantomData<T>,
 }
 
-impl<'e, T> CudaSlice<'e, T> {
-    pub(crate) fn new(alloc: Alloc, len: usize) -> CudaSlice<'e, T> {
+impl<T> CudaSlice<T> {
+    pub(crate) fn new(alloc: Alloc, len: usize) -> CudaSlice<T> {
         CudaSlice {
-            alloc: Rc::new(alloc),
+            alloc: Arc::new(alloc),
             len,
             _marker: PhantomData,
         }
+    }
+
+    pub(crate) fn alloc(&self) -> &Arc<Alloc> {
+        &self.alloc
     }
 
     /// Number of elements.
@@ -208,7 +508,7 @@ impl<'e, T> CudaSlice<'e, T> {
         self.len
     }
 
-    /// True for a buffer of no elements (the library never makes one).
+    /// True for a buffer of no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -247,30 +547,48 @@ impl<'e, T> CudaSlice<'e, T> {
         bounds(range, self.len).map(move |(s, e)| CudaViewMut::new(alloc, s, e - s))
     }
 
+    /// A view of the whole buffer.
+    pub fn as_view(&self) -> CudaView<'_, T> {
+        CudaView::new(&self.alloc, 0, self.len)
+    }
+
+    /// A writable view of the whole buffer.
+    pub fn as_view_mut(&mut self) -> CudaViewMut<'_, T> {
+        CudaViewMut::new(&self.alloc, 0, self.len)
+    }
+
     /// Frees the buffer now and reports a failure that dropping it would ignore. When a graph
-    /// still uses the buffer, it is freed with the graph instead and this returns `Ok`.
-    pub fn free(self) -> Result<()> {
-        let mut alloc = match Rc::try_unwrap(self.alloc) {
+    /// still uses the buffer, it is freed with the graph instead and this returns `Ok`; a
+    /// host-owned or empty buffer is only forgotten.
+    pub fn free(self) -> crate::Result<()> {
+        let mut alloc = match Arc::try_unwrap(self.alloc) {
             Ok(alloc) => alloc,
             // A graph holds the allocation: it is freed when the graph is dropped.
             Err(_) => return Ok(()),
         };
         if alloc.released() {
-            return Err(Error::new(
-                Status::InvalidArgument,
+            return Err(crate::error::Error::new(
+                crate::Status::InvalidArgument,
                 "CudaSlice::free: the buffer was allocated during a graph capture that failed, \
                  and the library already released it with the capture"
                     .to_string(),
-            ));
+            )
+            .into());
         }
+        if alloc.owner != Owner::Library {
+            return Ok(());
+        }
+        let guard = alloc.shared.lock();
         // SAFETY: as in Alloc::drop; setting `freed` makes this the buffer's only free.
-        let code = unsafe { sys::memra_free(alloc.shared.raw.as_ptr(), alloc.ptr.as_ptr()) };
+        let code = unsafe { sys::memra_free(alloc.shared.raw.as_ptr(), alloc.ptr) };
+        let result = check(code);
+        drop(guard);
         alloc.freed = true;
-        crate::error::check(code)
+        Ok(result?)
     }
 }
 
-impl<T> fmt::Debug for CudaSlice<'_, T> {
+impl<T> fmt::Debug for CudaSlice<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CudaSlice")
             .field("ptr", &self.alloc.ptr)
@@ -279,16 +597,17 @@ impl<T> fmt::Debug for CudaSlice<'_, T> {
     }
 }
 
-/// A read-only view of part of a [`CudaSlice`], from [`CudaSlice::slice`].
+/// A read-only view of part of a [`CudaSlice`], from [`CudaSlice::slice`]. It borrows the
+/// slice, so the slice outlives it.
 pub struct CudaView<'a, T> {
-    alloc: &'a Rc<Alloc>,
+    alloc: &'a Arc<Alloc>,
     offset: usize,
     len: usize,
     _marker: PhantomData<&'a T>,
 }
 
 impl<'a, T> CudaView<'a, T> {
-    fn new(alloc: &'a Rc<Alloc>, offset: usize, len: usize) -> CudaView<'a, T> {
+    fn new(alloc: &'a Arc<Alloc>, offset: usize, len: usize) -> CudaView<'a, T> {
         CudaView {
             alloc,
             offset,
@@ -307,6 +626,11 @@ impl<'a, T> CudaView<'a, T> {
         self.len == 0
     }
 
+    /// Size in bytes.
+    pub fn num_bytes(&self) -> usize {
+        self.len * mem::size_of::<T>()
+    }
+
     /// A view of the elements in `range` of this view.
     ///
     /// # Panics
@@ -314,6 +638,11 @@ impl<'a, T> CudaView<'a, T> {
     pub fn slice(&self, range: impl RangeBounds<usize>) -> CudaView<'a, T> {
         let (start, end) = bounds_or_panic(range, self.len);
         CudaView::new(self.alloc, self.offset + start, end - start)
+    }
+
+    /// A view of the elements in `range` of this view, or `None` when it does not fit.
+    pub fn try_slice(&self, range: impl RangeBounds<usize>) -> Option<CudaView<'a, T>> {
+        bounds(range, self.len).map(|(s, e)| CudaView::new(self.alloc, self.offset + s, e - s))
     }
 }
 
@@ -337,14 +666,14 @@ impl<T> fmt::Debug for CudaView<'_, T> {
 /// A writable view of part of a [`CudaSlice`], from [`CudaSlice::slice_mut`]. It borrows the
 /// slice mutably, so no other view of it exists meanwhile.
 pub struct CudaViewMut<'a, T> {
-    alloc: &'a Rc<Alloc>,
+    alloc: &'a Arc<Alloc>,
     offset: usize,
     len: usize,
     _marker: PhantomData<&'a mut T>,
 }
 
 impl<'a, T> CudaViewMut<'a, T> {
-    fn new(alloc: &'a Rc<Alloc>, offset: usize, len: usize) -> CudaViewMut<'a, T> {
+    fn new(alloc: &'a Arc<Alloc>, offset: usize, len: usize) -> CudaViewMut<'a, T> {
         CudaViewMut {
             alloc,
             offset,
@@ -361,6 +690,11 @@ impl<'a, T> CudaViewMut<'a, T> {
     /// True for a view of no elements.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn num_bytes(&self) -> usize {
+        self.len * mem::size_of::<T>()
     }
 
     /// A read-only view of the elements in `range` of this view.
@@ -392,21 +726,20 @@ impl<T> fmt::Debug for CudaViewMut<'_, T> {
 }
 
 /// The run of `len` elements of `T` starting `offset` elements into `alloc`.
-fn raw_at<T>(alloc: &Rc<Alloc>, offset: usize, len: usize) -> RawBuf<'_> {
+fn raw_at<T>(alloc: &Arc<Alloc>, offset: usize, len: usize) -> RawBuf<'_> {
     RawBuf {
         alloc,
         // wrapping_add keeps the pointer's provenance on the CPU backend and never dereferences
         // it; `offset` lies within the allocation because views are made from checked ranges.
         ptr: alloc
             .ptr
-            .as_ptr()
             .cast::<u8>()
             .wrapping_add(offset * mem::size_of::<T>()),
         len,
     }
 }
 
-impl<T> Buffer<T> for CudaSlice<'_, T> {
+impl<T> Buffer<T> for CudaSlice<T> {
     fn raw(&self) -> RawBuf<'_> {
         raw_at::<T>(&self.alloc, 0, self.len)
     }
@@ -424,13 +757,50 @@ impl<T> Buffer<T> for CudaViewMut<'_, T> {
     }
 }
 
-impl<T> DevicePtr<T> for CudaSlice<'_, T> {}
+// References to buffers are buffers too, so that `&&CudaSlice` (a reference taken to a
+// reference a helper received) is accepted where memra-engine's concrete parameter types would
+// have dereferenced it.
+impl<T, S: Buffer<T> + ?Sized> Buffer<T> for &S {
+    fn raw(&self) -> RawBuf<'_> {
+        (**self).raw()
+    }
+}
+
+impl<T, S: Buffer<T> + ?Sized> Buffer<T> for &mut S {
+    fn raw(&self) -> RawBuf<'_> {
+        (**self).raw()
+    }
+}
+
+impl<T> DeviceSlice<T> for CudaSlice<T> {}
+impl<T> DeviceSlice<T> for CudaView<'_, T> {}
+impl<T> DeviceSlice<T> for CudaViewMut<'_, T> {}
+impl<T, S: DeviceSlice<T> + ?Sized> DeviceSlice<T> for &S {}
+impl<T, S: DeviceSlice<T> + ?Sized> DeviceSlice<T> for &mut S {}
+impl<T> DevicePtr<T> for CudaSlice<T> {}
 impl<T> DevicePtr<T> for CudaView<'_, T> {}
 impl<T> DevicePtr<T> for CudaViewMut<'_, T> {}
-impl<T> DevicePtrMut<T> for CudaSlice<'_, T> {}
+impl<T, S: DevicePtr<T> + ?Sized> DevicePtr<T> for &S {}
+impl<T, S: DevicePtr<T> + ?Sized> DevicePtr<T> for &mut S {}
+impl<T> DevicePtrMut<T> for CudaSlice<T> {}
 impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {}
+impl<T, S: DevicePtrMut<T> + ?Sized> DevicePtrMut<T> for &mut S {}
 
 impl RawBuf<'_> {
+    pub(crate) fn addr(&self) -> u64 {
+        self.ptr as usize as u64
+    }
+
+    /// `len` elements of `T` starting `start` elements in; the caller has checked the range.
+    pub(crate) fn sub<T>(&self, start: usize, len: usize) -> RawBuf<'_> {
+        debug_assert!(start + len <= self.len);
+        RawBuf {
+            alloc: self.alloc,
+            ptr: self.ptr.wrapping_add(start * mem::size_of::<T>()),
+            len,
+        }
+    }
+
     pub(crate) fn f32(&self) -> sys::MemraSliceF32 {
         sys::MemraSliceF32 {
             ptr: self.ptr as *const f32,
@@ -452,10 +822,28 @@ impl RawBuf<'_> {
         }
     }
 
-    pub(crate) fn u64_mut(&self) -> sys::MemraSliceMutU64 {
-        sys::MemraSliceMutU64 {
-            ptr: self.ptr as *mut u64,
+    pub(crate) fn u32(&self) -> sys::MemraSliceU32 {
+        sys::MemraSliceU32 {
+            ptr: self.ptr as *const u32,
             len: self.len,
         }
     }
+}
+
+/// Downloads `src` into `dst` (same length), for `Engine`'s copy functions.
+pub(crate) unsafe fn download<T: Elem>(
+    engine: *mut sys::MemraEngine,
+    src: &RawBuf<'_>,
+    dst: &mut [T],
+) -> Res<()> {
+    check(T::download(engine, src.ptr.cast(), src.len, dst))
+}
+
+/// Uploads `src` into the first `src.len()` elements of `dst`.
+pub(crate) unsafe fn upload<T: Elem>(
+    engine: *mut sys::MemraEngine,
+    src: &[T],
+    dst: &RawBuf<'_>,
+) -> Res<()> {
+    check(T::upload(engine, src, dst.ptr.cast(), dst.len))
 }

@@ -1,17 +1,20 @@
-//! The engine: creation (with the ABI version check), buffers and copies.
+//! The engine: creation (with the ABI version check), the stream handle, buffers and copies.
 
-use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr};
 use std::fmt;
+use std::mem;
 use std::ptr::{self, NonNull};
-use std::rc::Rc;
+use std::sync::Arc;
 
 use memra_sys as sys;
 
-use crate::buffer::sealed::RawBuf;
-use crate::buffer::{Alloc, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use crate::error::{check, Error, Result, Status};
-use crate::graph::Capture;
+use crate::buffer::sealed::{ElemImpl, RawBuf};
+use crate::buffer::{
+    download, upload, Alloc, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, Elem, Owner,
+};
+use crate::error::{check, Error, Res, Result, Status};
+use crate::lock::LockGuard;
+use crate::shared::{CopyScratch, Shared};
 
 /// Which implementation an engine runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,65 +71,49 @@ impl Default for EngineOptions {
     }
 }
 
-/// What the engine's buffers and graphs share with it: the handle, and the capture state.
-pub(crate) struct Shared {
-    pub(crate) raw: NonNull<sys::MemraEngine>,
-    /// Set while `memra_graph_capture` runs a step of this engine.
-    pub(crate) capturing: Cell<bool>,
-    /// Graphs dropped while a capture ran (the library refuses to destroy a graph then); they
-    /// are destroyed when the capture ends, or with the engine.
-    pub(crate) deferred_graphs: RefCell<Vec<NonNull<sys::MemraGraph>>>,
+/// The engine's device handle, memra-engine's public `gpu` field: callers write
+/// `e.gpu.stream()`.
+pub struct Gpu {
+    stream: Arc<CudaStream>,
 }
 
-impl Shared {
-    /// Destroys the graphs whose destruction a capture deferred.
-    pub(crate) fn destroy_deferred_graphs(&self) {
-        let graphs = std::mem::take(&mut *self.deferred_graphs.borrow_mut());
-        for graph in graphs {
-            // SAFETY: a live graph of this live engine, no capture running, destroyed once.
-            // Destruction only fails for bad handles, which these are not.
-            unsafe {
-                sys::memra_graph_destroy(self.raw.as_ptr(), graph.as_ptr());
-            }
-        }
+impl Gpu {
+    /// The stream every operation of the engine is ordered on.
+    pub fn stream(&self) -> Arc<CudaStream> {
+        self.stream.clone()
+    }
+
+    /// The same stream, borrowed (libmemra has one stream per engine).
+    pub fn main_stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 }
 
-/// An engine: one backend, one device, one stream (`MemraEngine`).
-///
-/// Buffers ([`CudaSlice`]), streams and graphs borrow the engine, so none of them can outlive
-/// it. The engine may be moved to another thread when nothing borrows it (`Send`), but it is not
-/// `Sync`: the library requires calls on one engine not to overlap, so only one thread at a
-/// time can use it.
-///
-/// ```compile_fail,E0277
-/// fn shared_between_threads<T: Sync>() {}
-/// shared_between_threads::<memra_engine::Engine>();
-/// ```
-///
-/// A buffer cannot outlive its engine:
-///
-/// ```compile_fail,E0597
-/// use memra_engine::Engine;
-/// let buffer;
-/// {
-///     let engine = Engine::new(0).unwrap();
-///     buffer = engine.zeros(4).unwrap();
-/// }
-/// drop(buffer);
-/// ```
-pub struct Engine {
-    shared: Rc<Shared>,
-    backend: Backend,
-    stream: *mut c_void,
-    pub(crate) capture: RefCell<Option<Capture>>,
+impl fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Gpu").field("stream", &self.stream).finish()
+    }
 }
 
-// SAFETY: the library allows an engine to be used from any thread, one thread at a time. Every
-// `Rc` that points at the engine's shared state is held by a value that borrows the engine
-// (buffers, views, graphs, streams, none of them `Send`) or by the engine itself, so moving the
-// engine, which needs it unborrowed, moves all of its live references along with it.
-unsafe impl Send for Engine {}
+/// An engine: one backend, one device, one stream (`MemraEngine`), with memra-engine's
+/// methods.
+///
+/// It is `Send` and `Sync`: every call locks the engine for its duration, because the library
+/// requires calls on one engine not to overlap; two threads using one engine take turns.
+/// Buffers, streams and graphs hold the engine's shared state, not a borrow of the `Engine`
+/// value: they may outlive it, and the library's engine is destroyed after the last of them.
+///
+/// ```
+/// fn shared_between_threads<T: Send + Sync>() {}
+/// shared_between_threads::<memra_engine::Engine>();
+/// shared_between_threads::<memra_engine::CudaSlice<f32>>();
+/// ```
+pub struct Engine {
+    /// The device handle; `e.gpu.stream()` is the engine's stream, as in memra-engine.
+    pub gpu: Gpu,
+    shared: Arc<Shared>,
+    backend: Backend,
+}
 
 /// The ABI version of the loaded library, `(major << 16) | minor` (`memra_abi_version`).
 pub fn abi_version() -> u32 {
@@ -146,7 +133,7 @@ pub const HEADER_ABI_VERSION: u32 = sys::MEMRA_ABI_VERSION;
 
 /// Accepts a library of ABI `library` for bindings of ABI `header`: equal majors and a library
 /// minor at least the header's.
-fn check_abi(library: u32, header: u32) -> Result<()> {
+fn check_abi(library: u32, header: u32) -> Res<()> {
     let (lib_major, lib_minor) = (library >> 16, library & 0xffff);
     let (hdr_major, hdr_minor) = (header >> 16, header & 0xffff);
     if lib_major == hdr_major && lib_minor >= hdr_minor {
@@ -166,129 +153,32 @@ fn check_abi(library: u32, header: u32) -> Result<()> {
 /// Checks that the loaded library implements the ABI these bindings were generated for; every
 /// engine constructor does this first.
 pub fn check_library_abi() -> Result<()> {
-    check_abi(abi_version(), HEADER_ABI_VERSION)
+    Ok(check_abi(abi_version(), HEADER_ABI_VERSION)?)
 }
 
-/// The element types buffers hold, with their copy and allocation functions.
-pub(crate) trait Elem: Copy + Default {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void, usize);
-    unsafe fn htod(
-        e: *mut sys::MemraEngine,
-        src: &[Self],
-    ) -> (sys::MemraStatus, *mut c_void, usize);
-    unsafe fn htod_into(
-        e: *mut sys::MemraEngine,
-        src: &[Self],
-        dst: RawBuf<'_>,
-    ) -> sys::MemraStatus;
-    unsafe fn dtoh(e: *mut sys::MemraEngine, src: RawBuf<'_>, dst: &mut [Self])
-        -> sys::MemraStatus;
+/// The length in f32 elements of one sequence's journal for journal-mode verifies of up to
+/// `t_max` rows of the given shape (`memra_gdn_journal_len`). A zero-filled journal of that
+/// length is empty.
+pub fn gdn_journal_len(d_state: usize, num_k: usize, num_v: usize, t_max: usize) -> Result<usize> {
+    let mut len = 0usize;
+    // SAFETY: plain values and a valid out pointer.
+    check(unsafe { sys::memra_gdn_journal_len(d_state, num_k, num_v, t_max, &mut len) })?;
+    Ok(len)
 }
 
-impl Elem for f32 {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void, usize) {
-        let mut out = sys::MemraSliceMutF32 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        };
-        let code = sys::memra_alloc_f32(e, len, init, &mut out);
-        (code, out.ptr.cast(), out.len)
-    }
-
-    unsafe fn htod(
-        e: *mut sys::MemraEngine,
-        src: &[f32],
-    ) -> (sys::MemraStatus, *mut c_void, usize) {
-        let mut out = sys::MemraSliceMutF32 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        };
-        let src = sys::MemraSliceF32 {
-            ptr: src.as_ptr(),
-            len: src.len(),
-        };
-        let code = sys::memra_htod_f32(e, src, &mut out);
-        (code, out.ptr.cast(), out.len)
-    }
-
-    unsafe fn htod_into(
-        e: *mut sys::MemraEngine,
-        src: &[f32],
-        dst: RawBuf<'_>,
-    ) -> sys::MemraStatus {
-        let src = sys::MemraSliceF32 {
-            ptr: src.as_ptr(),
-            len: src.len(),
-        };
-        sys::memra_htod_f32_into(e, src, dst.f32_mut())
-    }
-
-    unsafe fn dtoh(e: *mut sys::MemraEngine, src: RawBuf<'_>, dst: &mut [f32]) -> sys::MemraStatus {
-        let dst = sys::MemraSliceMutF32 {
-            ptr: dst.as_mut_ptr(),
-            len: dst.len(),
-        };
-        sys::memra_dtoh_f32(e, src.f32(), dst)
-    }
-}
-
-impl Elem for u64 {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void, usize) {
-        let mut out = sys::MemraSliceMutU64 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        };
-        let code = sys::memra_alloc_u64(e, len, init, &mut out);
-        (code, out.ptr.cast(), out.len)
-    }
-
-    unsafe fn htod(
-        e: *mut sys::MemraEngine,
-        src: &[u64],
-    ) -> (sys::MemraStatus, *mut c_void, usize) {
-        let mut out = sys::MemraSliceMutU64 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        };
-        let src = sys::MemraSliceU64 {
-            ptr: src.as_ptr(),
-            len: src.len(),
-        };
-        let code = sys::memra_htod_u64(e, src, &mut out);
-        (code, out.ptr.cast(), out.len)
-    }
-
-    unsafe fn htod_into(
-        e: *mut sys::MemraEngine,
-        src: &[u64],
-        dst: RawBuf<'_>,
-    ) -> sys::MemraStatus {
-        let src = sys::MemraSliceU64 {
-            ptr: src.as_ptr(),
-            len: src.len(),
-        };
-        sys::memra_htod_u64_into(e, src, dst.u64_mut())
-    }
-
-    unsafe fn dtoh(e: *mut sys::MemraEngine, src: RawBuf<'_>, dst: &mut [u64]) -> sys::MemraStatus {
-        let dst = sys::MemraSliceMutU64 {
-            ptr: dst.as_mut_ptr(),
-            len: dst.len(),
-        };
-        sys::memra_dtoh_u64(e, src.u64(), dst)
-    }
+/// Element counts of `dims` multiplied, or an INVALID_ARGUMENT error naming `what` on overflow.
+pub(crate) fn elements(func: &str, what: &str, dims: &[usize]) -> Res<usize> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| {
+            Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "{}: the element count of {} = {:?} overflows usize",
+                    func, what, dims
+                ),
+            )
+        })
 }
 
 impl Engine {
@@ -305,32 +195,48 @@ impl Engine {
     /// An engine made as `options` say, on a stream of its own.
     pub fn with_options(options: &EngineOptions) -> Result<Engine> {
         // SAFETY: a NULL stream asks the library for a stream of its own.
-        unsafe { Engine::create(options, ptr::null_mut()) }
+        Ok(unsafe { Engine::create(options, ptr::null_mut()) }?)
     }
 
-    /// An engine that enqueues all its work on the host's `cudaStream_t` `stream`.
+    /// An engine that enqueues all its work on the host's `cudaStream_t` `stream`, so that the
+    /// library's operations are ordered with the host's own work on that stream. The host
+    /// keeps ownership: the stream is never destroyed by the engine.
     ///
     /// # Safety
     /// `stream` must be a valid CUDA stream of the device `options.device_ordinal` names, and
-    /// stay alive until the engine is dropped. The CPU backend refuses a stream.
+    /// stay alive until the engine's last buffer, stream handle and graph are dropped (that is
+    /// when the library's engine is destroyed). The CPU backend refuses a stream.
     pub unsafe fn with_stream(options: &EngineOptions, stream: *mut c_void) -> Result<Engine> {
-        Engine::create(options, stream)
+        Ok(Engine::create(options, stream)?)
     }
 
-    unsafe fn create(options: &EngineOptions, stream: *mut c_void) -> Result<Engine> {
-        check_library_abi()?;
-        let ordinal = match i32::try_from(options.device_ordinal) {
-            Ok(o) => o,
-            Err(_) => {
-                return Err(Error::new(
-                    Status::InvalidArgument,
-                    format!(
-                        "memra_engine::Engine: device ordinal {} does not fit the C ABI's int32_t",
-                        options.device_ordinal
-                    ),
-                ))
-            }
-        };
+    /// [`Engine::with_stream`] on CUDA device `ordinal`, backend CUDA (a host stream means a
+    /// CUDA host).
+    ///
+    /// # Safety
+    /// As for [`Engine::with_stream`].
+    pub unsafe fn new_on_stream(ordinal: usize, stream: *mut c_void) -> Result<Engine> {
+        Engine::with_stream(
+            &EngineOptions {
+                backend: Backend::Cuda,
+                device_ordinal: ordinal,
+                ignore_env: true,
+            },
+            stream,
+        )
+    }
+
+    unsafe fn create(options: &EngineOptions, stream: *mut c_void) -> Res<Engine> {
+        check_abi(abi_version(), HEADER_ABI_VERSION)?;
+        let ordinal = i32::try_from(options.device_ordinal).map_err(|_| {
+            Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "memra_engine::Engine: device ordinal {} does not fit the C ABI's int32_t",
+                    options.device_ordinal
+                ),
+            )
+        })?;
         let mut raw_options = sys::MemraEngineOptions {
             struct_size: 0,
             backend: sys::MEMRA_BACKEND_AUTO,
@@ -347,29 +253,17 @@ impl Engine {
         }
         let mut raw = ptr::null_mut();
         check(sys::memra_engine_create(&raw_options, &mut raw))?;
-        let raw = match NonNull::new(raw) {
-            Some(raw) => raw,
-            None => {
-                return Err(Error::new(
-                    Status::Internal,
-                    "memra_engine_create returned OK but no engine".to_string(),
-                ))
-            }
-        };
-        // From here on the engine is destroyed on every error path by Engine's Drop.
-        let mut engine = Engine {
-            shared: Rc::new(Shared {
-                raw,
-                capturing: Cell::new(false),
-                deferred_graphs: RefCell::new(Vec::new()),
-            }),
-            backend: Backend::Cpu,
-            stream: ptr::null_mut(),
-            capture: RefCell::new(None),
-        };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                "memra_engine_create returned OK but no engine".to_string(),
+            )
+        })?;
+        // From here on the engine is destroyed on every error path, with its shared state.
+        let shared = Arc::new(Shared::new(raw));
         let mut backend = sys::MEMRA_BACKEND_AUTO;
         check(sys::memra_engine_backend(raw.as_ptr(), &mut backend))?;
-        engine.backend = match Backend::from_code(backend) {
+        let backend = match Backend::from_code(backend) {
             Some(b) if b != Backend::Auto => b,
             _ => {
                 return Err(Error::new(
@@ -378,20 +272,23 @@ impl Engine {
                 ))
             }
         };
-        check(sys::memra_engine_stream(raw.as_ptr(), &mut engine.stream))?;
-        Ok(engine)
+        let mut raw_stream = ptr::null_mut();
+        check(sys::memra_engine_stream(raw.as_ptr(), &mut raw_stream))?;
+        Ok(Engine {
+            gpu: Gpu {
+                stream: Arc::new(CudaStream::new(shared.clone(), raw_stream)),
+            },
+            shared,
+            backend,
+        })
     }
 
     pub(crate) fn raw(&self) -> *mut sys::MemraEngine {
         self.shared.raw.as_ptr()
     }
 
-    pub(crate) fn shared(&self) -> &Rc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
-    }
-
-    pub(crate) fn raw_stream(&self) -> *mut c_void {
-        self.stream
     }
 
     /// The backend the engine runs on ([`Backend::Cuda`] or [`Backend::Cpu`], never `Auto`).
@@ -399,52 +296,81 @@ impl Engine {
         self.backend
     }
 
-    /// The stream the engine's operations are ordered on.
-    pub fn stream(&self) -> CudaStream<'_> {
-        CudaStream::new(self)
+    /// The stream the engine's operations are ordered on (the same as `e.gpu.stream()`).
+    pub fn stream(&self) -> Arc<CudaStream> {
+        self.gpu.stream()
     }
 
     /// Waits until every operation enqueued on the engine has finished, and reports a device
     /// fault any of them caused.
     pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: a live engine.
-        check(unsafe { sys::memra_engine_synchronize(self.raw()) })
+        let _guard = self.shared.lock();
+        // SAFETY: a live engine, its lock held.
+        Ok(check(unsafe { sys::memra_engine_synchronize(self.raw()) })?)
     }
 
-    /// Wraps a buffer the library just allocated for this engine.
-    fn adopt<T>(
-        &self,
-        code: sys::MemraStatus,
-        ptr: *mut c_void,
-        len: usize,
-    ) -> Result<CudaSlice<'_, T>> {
-        check(code)?;
-        let ptr = match NonNull::new(ptr) {
-            Some(p) => p,
-            None => {
-                return Err(Error::new(
-                    Status::Internal,
-                    "the library reported an allocation without an address".to_string(),
-                ))
-            }
-        };
-        let graph = self.capture.borrow().as_ref().map(|c| c.handle().clone());
-        Ok(CudaSlice::new(
+    /// Locks the engine for one call.
+    pub(crate) fn lock(&self) -> LockGuard<'_> {
+        self.shared.lock()
+    }
+
+    /// True while a graph capture runs on this engine.
+    pub(crate) fn capturing(&self, guard: &LockGuard<'_>) -> bool {
+        self.shared.state(guard).borrow().capture.is_some()
+    }
+
+    /// Wraps an allocation the library just made for this engine.
+    fn adopt<T: Elem>(&self, guard: &LockGuard<'_>, ptr: *mut c_void, len: usize) -> CudaSlice<T> {
+        let graph = self
+            .shared
+            .state(guard)
+            .borrow()
+            .capture
+            .as_ref()
+            .map(|c| c.handle().clone());
+        let live_f32 = is_f32::<T>() && !ptr.is_null();
+        if live_f32 {
+            self.shared.add_live_f32(ptr as usize as u64);
+        }
+        CudaSlice::new(
             Alloc {
                 shared: self.shared.clone(),
                 ptr,
+                owner: Owner::Library,
                 graph,
+                live_f32,
                 freed: false,
             },
             len,
-        ))
+        )
+    }
+
+    /// A buffer of no elements: the library allocates none, operations receive `{NULL, 0}`.
+    fn empty<T: Elem>(&self) -> CudaSlice<T> {
+        CudaSlice::new(
+            Alloc {
+                shared: self.shared.clone(),
+                ptr: ptr::null_mut(),
+                owner: Owner::Empty,
+                graph: None,
+                live_f32: false,
+                freed: false,
+            },
+            0,
+        )
     }
 
     /// Checks that `buf`, passed as parameter `name` of `func`, may be handed to the library:
     /// it belongs to this engine and is still allocated. Inside a capture, the graph being
     /// captured takes a reference to the allocation, so that the buffer outlives every replay.
-    pub(crate) fn arg<'b>(&self, func: &str, name: &str, buf: RawBuf<'b>) -> Result<RawBuf<'b>> {
-        if !Rc::ptr_eq(&buf.alloc.shared, &self.shared) {
+    pub(crate) fn arg<'b>(
+        &self,
+        guard: &LockGuard<'_>,
+        func: &str,
+        name: &str,
+        buf: RawBuf<'b>,
+    ) -> Res<RawBuf<'b>> {
+        if !Arc::ptr_eq(&buf.alloc.shared, &self.shared) {
             return Err(Error::new(
                 Status::InvalidArgument,
                 format!(
@@ -463,117 +389,441 @@ impl Engine {
                 ),
             ));
         }
-        if let Some(capture) = self.capture.borrow_mut().as_mut() {
+        if let Some(capture) = self.shared.state(guard).borrow_mut().capture.as_mut() {
             capture.retain(buf.alloc);
         }
         Ok(buf)
     }
 
-    fn alloc<T: Elem>(&self, len: usize, init: sys::MemraAllocInit) -> Result<CudaSlice<'_, T>> {
-        // SAFETY: a live engine; the library writes a new allocation or nothing.
-        let (code, ptr, n) = unsafe { T::alloc(self.raw(), len, init) };
-        self.adopt(code, ptr, n)
+    /// Pointer-table slots (three entries each, all the address) for the buffers an operation
+    /// takes directly; `addrs` pairs each address with the parameter it comes from. Outside a
+    /// capture a missing slot is made now; inside one it cannot be (the library refuses host
+    /// copies during a capture), so the capture is failed with a message saying why.
+    pub(crate) fn slots(
+        &self,
+        guard: &LockGuard<'_>,
+        func: &str,
+        addrs: &[(u64, &str)],
+    ) -> Res<Vec<NonNull<u64>>> {
+        let mut state = self.shared.state(guard).borrow_mut();
+        let missing: Vec<u64> = addrs
+            .iter()
+            .filter(|(a, _)| state.book.slot(*a).is_none())
+            .map(|(a, _)| *a)
+            .collect();
+        if !missing.is_empty() {
+            if let Some(capture) = state.capture.as_mut() {
+                let name = addrs
+                    .iter()
+                    .find(|(a, _)| *a == missing[0])
+                    .map(|(_, n)| *n)
+                    .unwrap_or("?");
+                let error = Error::new(
+                    Status::CaptureError,
+                    format!(
+                        "{}: parameter '{}': the operation reaches this buffer through a \
+                         pointer table the bindings write, and no table entry exists for its \
+                         address {:#x}: entries cannot be written while a graph is captured \
+                         (the library refuses host copies then). Buffers allocated before the \
+                         capture have entries; for a view at an offset, run the operation once \
+                         before capturing it; a buffer allocated during the capture cannot be \
+                         used this way",
+                        func, name, missing[0]
+                    ),
+                );
+                if capture.failure.is_none() {
+                    capture.failure = Some(error.clone());
+                }
+                return Err(error);
+            }
+            state.book.add(self.raw(), &missing)?;
+        }
+        Ok(addrs
+            .iter()
+            .map(|(a, _)| state.book.slot(*a).expect("every address has a slot now"))
+            .collect())
     }
 
-    fn upload<T: Elem>(&self, src: &[T]) -> Result<CudaSlice<'_, T>> {
-        // SAFETY: a live engine and a host slice the library reads during the call only.
-        let (code, ptr, n) = unsafe { T::htod(self.raw(), src) };
-        self.adopt(code, ptr, n)
+    fn alloc_buf<T: Elem>(&self, len: usize, init: sys::MemraAllocInit) -> Res<CudaSlice<T>> {
+        let guard = self.lock();
+        if len == 0 {
+            return Ok(self.empty());
+        }
+        // SAFETY: a live engine, its lock held; the library writes a new allocation or nothing.
+        let (code, ptr) = unsafe { T::alloc(self.raw(), len, init) };
+        check(code)?;
+        if ptr.is_null() {
+            return Err(Error::new(
+                Status::Internal,
+                "the library reported an allocation without an address".to_string(),
+            ));
+        }
+        Ok(self.adopt(&guard, ptr, len))
+    }
+
+    fn upload_new<T: Elem>(&self, func: &str, src: &[T]) -> Res<CudaSlice<T>> {
+        let guard = self.lock();
+        if src.is_empty() {
+            return Ok(self.empty());
+        }
+        if self.capturing(&guard) {
+            // The allocation would belong to the graph for nothing: refuse as the copy would.
+            return self.refuse_host_copy(&guard, func, "copying host data into a new buffer");
+        }
+        let buf = self.alloc_buf::<T>(src.len(), sys::MEMRA_ALLOC_INIT_UNINIT)?;
+        // SAFETY: a live engine, its lock held; `buf` holds exactly src.len() elements.
+        unsafe { upload(self.raw(), src, &buf.alloc_raw()) }?;
+        Ok(buf)
+    }
+
+    /// Refuses a host copy inside a capture the way the library does: the capture fails.
+    fn refuse_host_copy<R>(&self, guard: &LockGuard<'_>, func: &str, what: &str) -> Res<R> {
+        let error = Error::new(
+            Status::CaptureError,
+            format!(
+                "{}: {} is not allowed inside a graph capture step (a graph must not bake host \
+                 data in)",
+                func, what
+            ),
+        );
+        if let Some(capture) = self.shared.state(guard).borrow_mut().capture.as_mut() {
+            if capture.failure.is_none() {
+                capture.failure = Some(error.clone());
+            }
+        }
+        Err(error)
     }
 
     fn upload_into<T: Elem, D: DevicePtrMut<T> + ?Sized>(
         &self,
-        func: &'static str,
+        func: &str,
         src: &[T],
         dst: &mut D,
-    ) -> Result<()> {
-        let dst = self.arg(func, "dst", dst.raw())?;
-        // SAFETY: a live engine, a host slice read during the call, and a buffer of this
-        // engine described by its true address and length.
-        check(unsafe { T::htod_into(self.raw(), src, dst) })
+    ) -> Res<()> {
+        let guard = self.lock();
+        let dst = self.arg(&guard, func, "dst", dst.raw())?;
+        // SAFETY: a live engine, its lock held, a host slice read during the call, and a
+        // buffer of this engine described by its true address and length.
+        unsafe { upload(self.raw(), src, &dst) }
     }
 
-    fn download<T: Elem, S: DevicePtr<T> + ?Sized>(
-        &self,
-        func: &'static str,
-        src: &S,
-    ) -> Result<Vec<T>> {
-        let src = self.arg(func, "src", src.raw())?;
+    fn download_buf<T: Elem, S: DevicePtr<T> + ?Sized>(&self, func: &str, src: &S) -> Res<Vec<T>> {
+        let guard = self.lock();
+        let src = self.arg(&guard, func, "src", src.raw())?;
         let mut out = vec![T::default(); src.len];
         // SAFETY: as in upload_into; `out` holds exactly src.len elements.
-        check(unsafe { T::dtoh(self.raw(), src, &mut out) })?;
+        unsafe { download(self.raw(), &src, &mut out) }?;
         Ok(out)
     }
 
     /// A new buffer holding a copy of `src` (`memra_htod_f32`). Not allowed inside a graph
     /// step (a graph must not bake host data in).
-    pub fn htod(&self, src: &[f32]) -> Result<CudaSlice<'_, f32>> {
-        self.upload(src)
+    pub fn htod(&self, src: &[f32]) -> Result<CudaSlice<f32>> {
+        Ok(self.upload_new("Engine::htod", src)?)
     }
 
-    /// A new buffer holding a copy of the u64 values `src`, for example a pointer table
-    /// (`memra_htod_u64`).
-    pub fn htod_u64(&self, src: &[u64]) -> Result<CudaSlice<'_, u64>> {
-        self.upload(src)
+    /// A new buffer holding a copy of the u64 values `src`, for example a pointer table.
+    pub fn htod_u64(&self, src: &[u64]) -> Result<CudaSlice<u64>> {
+        Ok(self.upload_new("Engine::htod_u64", src)?)
     }
 
-    /// A new buffer of `len` zeros (`memra_alloc_f32`, zeroed).
-    pub fn zeros(&self, len: usize) -> Result<CudaSlice<'_, f32>> {
-        self.alloc(len, sys::MEMRA_ALLOC_INIT_ZEROED)
+    /// A new buffer holding a copy of the u32 values `src`, for example accepted counts.
+    pub fn htod_u32(&self, src: &[u32]) -> Result<CudaSlice<u32>> {
+        Ok(self.upload_new("Engine::htod_u32", src)?)
+    }
+
+    /// A new buffer holding a copy of the i32 values `src` (stored through the library's u32
+    /// buffers, bits unchanged).
+    pub fn htod_i32(&self, src: &[i32]) -> Result<CudaSlice<i32>> {
+        Ok(self.upload_new("Engine::htod_i32", src)?)
+    }
+
+    /// A new buffer of `len` zeros (`memra_alloc_f32`, zeroed). `len == 0` gives an empty
+    /// buffer without allocating.
+    pub fn zeros(&self, len: usize) -> Result<CudaSlice<f32>> {
+        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_ZEROED)?)
     }
 
     /// A new buffer of `len` u64 zeros (`memra_alloc_u64`, zeroed).
-    pub fn zeros_u64(&self, len: usize) -> Result<CudaSlice<'_, u64>> {
-        self.alloc(len, sys::MEMRA_ALLOC_INIT_ZEROED)
+    pub fn zeros_u64(&self, len: usize) -> Result<CudaSlice<u64>> {
+        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_ZEROED)?)
+    }
+
+    /// A new buffer of `len` u32 zeros (`memra_alloc_u32`, zeroed).
+    pub fn alloc_u32_zeroed(&self, len: usize) -> Result<CudaSlice<u32>> {
+        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_ZEROED)?)
+    }
+
+    /// A new buffer of `len` u32 elements with unspecified contents (`memra_alloc_u32`).
+    pub fn alloc_u32(&self, len: usize) -> Result<CudaSlice<u32>> {
+        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_UNINIT)?)
     }
 
     /// A new buffer of `len` elements whose contents are unspecified until written
     /// (`memra_alloc_f32`, uninitialised). Any bit pattern is a valid `f32`, so reading it back
     /// is safe, only meaningless.
-    pub fn uninit(&self, len: usize) -> Result<CudaSlice<'_, f32>> {
-        self.alloc(len, sys::MEMRA_ALLOC_INIT_UNINIT)
+    pub fn uninit(&self, len: usize) -> Result<CudaSlice<f32>> {
+        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_UNINIT)?)
     }
 
     /// A new buffer of `len` u64 elements with unspecified contents (`memra_alloc_u64`).
-    pub fn uninit_u64(&self, len: usize) -> Result<CudaSlice<'_, u64>> {
-        self.alloc(len, sys::MEMRA_ALLOC_INIT_UNINIT)
+    pub fn uninit_u64(&self, len: usize) -> Result<CudaSlice<u64>> {
+        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_UNINIT)?)
     }
 
     /// Waits for the engine's work, then copies `src` to a new host vector (`memra_dtoh_f32`).
     pub fn dtoh(&self, src: &impl DevicePtr<f32>) -> Result<Vec<f32>> {
-        self.download("Engine::dtoh", src)
+        Ok(self.download_buf("Engine::dtoh", src)?)
     }
 
-    /// Waits for the engine's work, then copies the u64 buffer `src` to the host
-    /// (`memra_dtoh_u64`).
+    /// [`Engine::dtoh`] of a view (memra-engine's name for it).
+    pub fn dtoh_view(&self, src: &impl DevicePtr<f32>) -> Result<Vec<f32>> {
+        Ok(self.download_buf("Engine::dtoh_view", src)?)
+    }
+
+    /// Waits for the engine's work, then copies the u64 buffer `src` to the host.
     pub fn dtoh_u64(&self, src: &impl DevicePtr<u64>) -> Result<Vec<u64>> {
-        self.download("Engine::dtoh_u64", src)
+        Ok(self.download_buf("Engine::dtoh_u64", src)?)
+    }
+
+    /// Waits for the engine's work, then copies the u32 buffer `src` to the host
+    /// (`memra_dtoh_u32`).
+    pub fn dtoh_u32(&self, src: &impl DevicePtr<u32>) -> Result<Vec<u32>> {
+        Ok(self.download_buf("Engine::dtoh_u32", src)?)
+    }
+
+    /// Waits for the engine's work, then copies the i32 buffer `src` to the host.
+    pub fn dtoh_i32(&self, src: &impl DevicePtr<i32>) -> Result<Vec<i32>> {
+        Ok(self.download_buf("Engine::dtoh_i32", src)?)
     }
 
     /// Copies `src` into the first `src.len()` elements of `dst`, in stream order: work
     /// enqueued before sees the old contents, work enqueued after the new ones
     /// (`memra_htod_f32_into`).
     pub fn htod_f32_into(&self, src: &[f32], dst: &mut impl DevicePtrMut<f32>) -> Result<()> {
-        self.upload_into("Engine::htod_f32_into", src, dst)
+        Ok(self.upload_into("Engine::htod_f32_into", src, dst)?)
     }
 
     /// Copies u64 values into `dst` in stream order (`memra_htod_u64_into`); this is how a host
     /// rebinds a pointer table between graph replays.
     pub fn htod_u64_into(&self, src: &[u64], dst: &mut impl DevicePtrMut<u64>) -> Result<()> {
-        self.upload_into("Engine::htod_u64_into", src, dst)
+        Ok(self.upload_into("Engine::htod_u64_into", src, dst)?)
+    }
+
+    /// Copies u32 values into `dst` in stream order (`memra_htod_u32_into`); this is how a host
+    /// writes accepted counts between graph replays.
+    pub fn htod_u32_into(&self, src: &[u32], dst: &mut impl DevicePtrMut<u32>) -> Result<()> {
+        Ok(self.upload_into("Engine::htod_u32_into", src, dst)?)
+    }
+
+    /// Copies i32 values into `dst` in stream order.
+    pub fn htod_i32_into(&self, src: &[i32], dst: &mut impl DevicePtrMut<i32>) -> Result<()> {
+        Ok(self.upload_into("Engine::htod_i32_into", src, dst)?)
+    }
+
+    /// Device-to-device copy of the first `len` elements of `src` into `dst[off .. off + len]`,
+    /// in stream order and bit for bit (memra-engine's `copy_into`). Graph-capturable when
+    /// `dst` at `off` has a pointer-table slot (see [`Engine::capture_graph_retained`]).
+    ///
+    /// The C ABI has no device-to-device copy, so this runs the library's per-row conv with
+    /// `d_conv = 2` on one row of `len` channels: its ring, a pointer-table entry at `dst + off`,
+    /// is rolled to hold the row, i.e. `src`, unchanged bit for bit (the ring roll only moves
+    /// values). It moves about three times the bytes of a plain copy (the conv also reads
+    /// scratch weights and writes scratch outputs).
+    pub fn copy_into(
+        &self,
+        dst: &mut impl DevicePtrMut<f32>,
+        off: usize,
+        src: &impl DevicePtr<f32>,
+        len: usize,
+    ) -> Result<()> {
+        const F: &str = "Engine::copy_into";
+        let guard = self.lock();
+        let dst = self.arg(&guard, F, "dst", dst.raw())?;
+        let src = self.arg(&guard, F, "src", src.raw())?;
+        if off.checked_add(len).map_or(true, |end| end > dst.len) {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "{}: parameter 'dst': expected at least off + len = {} + {} elements, got {}",
+                    F, off, len, dst.len
+                ),
+            )
+            .into());
+        }
+        if len > src.len {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "{}: parameter 'src': expected at least len = {} elements, got {}",
+                    F, len, src.len
+                ),
+            )
+            .into());
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let target = dst.sub::<f32>(off, len);
+        let slot = self.slots(&guard, F, &[(target.addr(), "dst")])?[0];
+        let scratch = self.copy_scratch(&guard, len)?;
+        let (w, out) = scratch.views(len);
+        // SAFETY: a live engine, its lock held; the conv reads `len` elements of `src` and of
+        // its one-entry table (the slot, holding `dst + off`), `2 * len` weights and writes
+        // `len` outputs of the scratch, and rolls `len` ring elements at `dst + off`, all inside
+        // live buffers of this engine.
+        check(unsafe {
+            sys::memra_ssm_conv1d_fused_decode_b_view(
+                self.raw(),
+                src.sub::<f32>(0, len).f32(),
+                sys::MemraSliceU64 {
+                    ptr: slot.as_ptr(),
+                    len: 1,
+                },
+                w,
+                out,
+                len,
+                2,
+                1,
+            )
+        })?;
+        drop(scratch);
+        Ok(())
+    }
+
+    /// A new buffer holding a device-to-device copy of `src` (memra-engine's `clone_dtod`:
+    /// a real copy, not a second handle). Inside a graph capture the new buffer has no
+    /// pointer-table slot, so this fails the capture (see [`Engine::copy_into`]).
+    pub fn clone_dtod(&self, src: &impl DevicePtr<f32>) -> Result<CudaSlice<f32>> {
+        let mut out = self.uninit(src.len())?;
+        self.copy_into(&mut out, 0, src, src.len())?;
+        Ok(out)
+    }
+
+    /// Scratch for a copy of `len` elements: the engine's cached one (grown outside captures),
+    /// or inside a capture that needs more, one allocated for the call (it belongs to the
+    /// graph).
+    fn copy_scratch(&self, guard: &LockGuard<'_>, len: usize) -> Res<Scratch> {
+        let need = elements("Engine::copy_into", "the copy's scratch", &[len, 3])?;
+        {
+            let state = self.shared.state(guard).borrow();
+            if let Some(s) = state.copy_scratch.as_ref().filter(|s| s.cap >= len) {
+                return Ok(Scratch::Engine(s.ptr, s.cap));
+            }
+        }
+        if self.capturing(guard) {
+            let buf = self.alloc_buf::<f32>(need, sys::MEMRA_ALLOC_INIT_UNINIT)?;
+            return Ok(Scratch::Call(buf, len));
+        }
+        // Grow geometrically so that a run of growing copies allocates O(log n) times.
+        let cap = len.max(1 << 16).next_power_of_two().max(len);
+        let elems = elements("Engine::copy_into", "the copy's scratch", &[cap, 3])?;
+        // SAFETY: a live engine, its lock held.
+        let (code, ptr) = unsafe { <f32 as ElemImpl>::alloc(self.raw(), elems, sys::MEMRA_ALLOC_INIT_UNINIT) };
+        check(code)?;
+        let ptr = NonNull::new(ptr.cast::<f32>()).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                "the library reported an allocation without an address".to_string(),
+            )
+        })?;
+        // The previous scratch stays allocated (graphs may use it) until the engine is
+        // destroyed.
+        self.shared.state(guard).borrow_mut().copy_scratch = Some(CopyScratch { ptr, cap });
+        Ok(Scratch::Engine(ptr, cap))
+    }
+
+    /// A buffer over device memory the host owns (cudarc's device pointers, for a host with its
+    /// own allocator). The buffer is never freed by these bindings or by the library; it is
+    /// used like any other buffer of this engine (operations, copies, pointer tables, graphs).
+    ///
+    /// # Safety
+    /// `ptr` must be the address of `len` elements of `T` in memory this engine's operations
+    /// may access: device memory of the engine's device on CUDA, host memory on the CPU
+    /// backend. The memory must stay allocated, and must not be used by the host in a way that
+    /// races with the engine's stream, for as long as the returned buffer, views of it, or any
+    /// graph whose capture used it are alive. Two wrappers of overlapping memory must not be
+    /// passed to one operation as an input and an output, or as two outputs.
+    pub unsafe fn wrap_device_ptr<T: Elem>(&self, ptr: u64, len: usize) -> Result<CudaSlice<T>> {
+        const F: &str = "Engine::wrap_device_ptr";
+        let elem = mem::size_of::<T>() as u64;
+        let bytes = (len as u64).checked_mul(elem);
+        let problem = if ptr == 0 && len > 0 {
+            Some("expected a non-NULL address for a non-empty buffer".to_string())
+        } else if ptr % elem != 0 {
+            Some(format!("expected a {}-byte aligned address, got {:#x}", elem, ptr))
+        } else if bytes.and_then(|b| ptr.checked_add(b)).is_none() {
+            Some(format!(
+                "{} elements at {:#x} run past the end of the address space",
+                len, ptr
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("{}: parameter 'ptr': {}", F, problem),
+            )
+            .into());
+        }
+        let raw_ptr = ptr as usize as *mut c_void;
+        let live_f32 = is_f32::<T>() && ptr != 0;
+        if live_f32 {
+            self.shared.add_live_f32(ptr);
+        }
+        Ok(CudaSlice::new(
+            Alloc {
+                shared: self.shared.clone(),
+                ptr: raw_ptr,
+                owner: Owner::Host,
+                graph: None,
+                live_f32,
+                freed: false,
+            },
+            len,
+        ))
     }
 }
 
-impl Drop for Engine {
-    fn drop(&mut self) {
-        self.shared.destroy_deferred_graphs();
-        // SAFETY: nothing borrows the engine any more, so none of its buffers or graphs is
-        // alive (except leaked ones, which the library then refuses to outlive: destroy fails
-        // with INVALID_ARGUMENT and the engine leaks, which is safe). The remaining `Rc`s of
-        // `shared` are only such leaked ones, which never touch the handle again.
-        unsafe {
-            sys::memra_engine_destroy(self.raw());
-        }
+/// The scratch of one copy.
+enum Scratch {
+    /// The engine's (`ptr`, `cap`).
+    Engine(NonNull<f32>, usize),
+    /// One allocated for this call inside a capture, with the copy's length.
+    Call(CudaSlice<f32>, usize),
+}
+
+impl Scratch {
+    /// The weights (`2 * len`) and outputs (`len`) of a copy of `len` elements.
+    fn views(&self, len: usize) -> (sys::MemraSliceF32, sys::MemraSliceMutF32) {
+        let (base, cap) = match self {
+            Scratch::Engine(ptr, cap) => (ptr.as_ptr(), *cap),
+            Scratch::Call(buf, n) => (buf.alloc().ptr.cast::<f32>(), *n),
+        };
+        // Weights first (2 * cap), outputs after them (cap); only the first `len` of each part
+        // are used. wrapping_add: an address the library dereferences, never Rust.
+        (
+            sys::MemraSliceF32 {
+                ptr: base,
+                len: 2 * len,
+            },
+            sys::MemraSliceMutF32 {
+                ptr: base.wrapping_add(2 * cap),
+                len,
+            },
+        )
+    }
+}
+
+fn is_f32<T: 'static>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+}
+
+impl<T> CudaSlice<T> {
+    /// The whole allocation as an operation argument.
+    pub(crate) fn alloc_raw(&self) -> RawBuf<'_> {
+        crate::buffer::sealed::Buffer::raw(self)
     }
 }
 
@@ -581,7 +831,7 @@ impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
             .field("backend", &self.backend)
-            .field("stream", &self.stream)
+            .field("gpu", &self.gpu)
             .finish()
     }
 }
@@ -625,5 +875,13 @@ mod tests {
             version_string(),
             abi
         );
+    }
+
+    #[test]
+    fn element_counts_refuse_overflow() {
+        assert_eq!(elements("f", "x", &[3, 4, 5]).unwrap(), 60);
+        let err = elements("f", "the state", &[usize::MAX, 2]).unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument);
+        assert!(err.message().contains("the state"), "{}", err);
     }
 }

@@ -1,4 +1,4 @@
-//! Status codes and the error type every fallible call returns.
+//! Status codes and the error types behind the `Box<dyn std::error::Error>` every call returns.
 
 use std::error::Error as StdError;
 use std::ffi::CStr;
@@ -6,14 +6,19 @@ use std::fmt;
 
 use memra_sys as sys;
 
+/// What every fallible method returns, as memra-engine's methods do: the error is a
+/// `Box<dyn std::error::Error>` holding an [`Error`] (or, for a failed graph capture, a
+/// [`CaptureError`]); [`status_of`] reads the status back out of it.
+pub type Result<T, E = Box<dyn StdError>> = std::result::Result<T, E>;
+
 /// The error type a graph step returns (see [`Engine::capture_graph_retained`]). Any error
 /// converts into it with `?`, including this crate's [`Error`].
 ///
 /// [`Engine::capture_graph_retained`]: crate::Engine::capture_graph_retained
-pub type StepError = Box<dyn StdError + Send + Sync + 'static>;
+pub type StepError = Box<dyn StdError>;
 
-/// `Result` with this crate's [`Error`] as the default error type.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// The crate's internal result: a library or facade [`Error`], boxed at the public boundary.
+pub(crate) type Res<T> = std::result::Result<T, Error>;
 
 /// Why a call failed: the library's `MemraStatus`, without the OK value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,22 +96,18 @@ impl fmt::Display for Status {
 }
 
 /// A failed call: the status and the message saying which function, which parameter and what
-/// was expected. Converts into `Box<dyn std::error::Error>` (it is `Send + Sync + 'static`).
-#[derive(Debug)]
+/// was expected. It is `Send + Sync + 'static`, so it also converts into
+/// `Box<dyn std::error::Error + Send + Sync>`.
+#[derive(Clone, Debug)]
 pub struct Error {
     status: Status,
     message: String,
-    source: Option<StepError>,
 }
 
 impl Error {
     /// An error made by these bindings rather than reported by the library.
     pub(crate) fn new(status: Status, message: String) -> Error {
-        Error {
-            status,
-            message,
-            source: None,
-        }
+        Error { status, message }
     }
 
     /// The error the library just reported with `code`: its message is the calling thread's
@@ -119,12 +120,6 @@ impl Error {
             Status::from_code(code).unwrap_or(Status::Internal),
             message.to_string_lossy().into_owned(),
         )
-    }
-
-    /// Attaches the error a graph step returned as this error's source.
-    pub(crate) fn with_source(mut self, source: StepError) -> Error {
-        self.source = Some(source);
-        self
     }
 
     /// Why the call failed.
@@ -141,27 +136,86 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} [{}]", self.message, self.status)?;
+        write!(f, "{} [{}]", self.message, self.status)
+    }
+}
+
+impl StdError for Error {}
+
+/// A graph capture that created no graph: the library's (or the bindings') [`Error`], and the
+/// error the step itself returned, if it returned one, as the [`source`](StdError::source).
+///
+/// The step's error is a plain `Box<dyn std::error::Error>` (memra-engine's step type), which
+/// need not be `Send`; this type is therefore neither `Send` nor `Sync`, unlike [`Error`].
+#[derive(Debug)]
+pub struct CaptureError {
+    error: Error,
+    step: Option<StepError>,
+}
+
+impl CaptureError {
+    pub(crate) fn new(error: Error, step: Option<StepError>) -> CaptureError {
+        CaptureError { error, step }
+    }
+
+    /// The status: [`Status::CaptureError`], or the status of the failure that ended the
+    /// capture when the library reported something more specific (a device fault).
+    pub fn status(&self) -> Status {
+        self.error.status()
+    }
+
+    /// The library's or the bindings' message about the capture.
+    pub fn message(&self) -> &str {
+        self.error.message()
+    }
+
+    /// The error without the step's source.
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+}
+
+impl fmt::Display for CaptureError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.error)?;
         // The library's message about a failed step can only say which status the step
         // returned; the step's own error says what went wrong.
-        if let Some(source) = &self.source {
-            write!(f, "; the step failed with: {}", source)?;
+        if let Some(step) = &self.step {
+            write!(f, "; the step failed with: {}", step)?;
         }
         Ok(())
     }
 }
 
-impl StdError for Error {
+impl StdError for CaptureError {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
-        match &self.source {
-            Some(source) => Some(&**source),
-            None => None,
-        }
+        self.step.as_deref()
     }
 }
 
+/// The [`Status`] of an error this crate returned (an [`Error`] or a [`CaptureError`] inside
+/// the `Box<dyn Error>`), or `None` for any other error.
+///
+/// ```no_run
+/// use memra_engine::{status_of, Engine, Status};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let e = Engine::new(0)?;
+/// let mut short = e.uninit(3)?;
+/// let err = e.htod_f32_into(&[1.0; 4], &mut short).unwrap_err();
+/// assert_eq!(status_of(&*err), Some(Status::InvalidArgument));
+/// # Ok(())
+/// # }
+/// ```
+pub fn status_of(err: &(dyn StdError + 'static)) -> Option<Status> {
+    if let Some(e) = err.downcast_ref::<Error>() {
+        return Some(e.status());
+    }
+    err.downcast_ref::<CaptureError>().map(CaptureError::status)
+}
+
 /// `Ok(())` for `MEMRA_STATUS_OK`, else the library's error for `code`.
-pub(crate) fn check(code: sys::MemraStatus) -> Result<()> {
+pub(crate) fn check(code: sys::MemraStatus) -> Res<()> {
     if code == sys::MEMRA_STATUS_OK {
         Ok(())
     } else {

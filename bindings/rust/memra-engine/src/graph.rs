@@ -1,4 +1,5 @@
-//! Graph capture and replay (`memra_graph_capture`, `memra_graph_launch`).
+//! Graph capture and replay (`memra_graph_capture`, `memra_graph_launch`), in the shapes of
+//! memra-engine's `capture_graph_retained` / `capture_graph` and cudarc's `CudaGraph`.
 //!
 //! Who keeps what alive:
 //! - Buffers allocated while a step runs belong to the graph in the library (it frees them
@@ -6,62 +7,73 @@
 //!   handle, so the library's graph is destroyed only after the last of them is dropped; after
 //!   a failed capture they are marked released and refused by every operation.
 //! - Buffers allocated before the capture and passed to an operation during it are retained by
-//!   the [`Graph`], so dropping their `CudaSlice` cannot free memory a replay still uses.
-//! - Buffers reached only through pointer-table entries are the host's business: the library
-//!   reads those addresses at execution time and cannot check them (see the crate docs).
+//!   the [`CudaGraph`] (and by the keeper), so dropping their `CudaSlice` cannot free memory a
+//!   replay still uses.
+//! - Buffers reached only through pointer-table entries the host wrote are the host's business:
+//!   the library reads those addresses at execution time and cannot check them (see the crate
+//!   docs). The tables the bindings write themselves (for the operations that take a buffer
+//!   directly) hold addresses of buffers the graph retains.
 
 use std::any::Any;
-use std::cell::Cell;
 use std::collections::HashSet;
+use std::error::Error as StdError;
 use std::ffi::c_void;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use std::sync::Arc;
 
 use memra_sys as sys;
 
 use crate::buffer::Alloc;
-use crate::engine::{Engine, Shared};
-use crate::error::{check, Error, Result, Status, StepError};
+use crate::engine::Engine;
+use crate::error::{check, CaptureError, Error, Result, Status, StepError};
+use crate::shared::Shared;
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum GraphState {
-    /// `memra_graph_capture` is running.
-    Capturing,
-    /// The capture succeeded; `raw` is the library's graph.
-    Live,
-    /// The capture failed; the library released what it allocated meanwhile.
-    Failed,
-}
+/// `memra_graph_capture` is running.
+const CAPTURING: u8 = 0;
+/// The capture succeeded; `raw` is the library's graph.
+const LIVE: u8 = 1;
+/// The capture failed; the library released what it allocated meanwhile.
+const FAILED: u8 = 2;
 
-/// The library's graph, shared by the [`Graph`] and the buffers allocated during its capture.
+/// The library's graph, shared by the [`CudaGraph`], its keeper and the buffers allocated
+/// during its capture.
 pub(crate) struct GraphHandle {
-    shared: Rc<Shared>,
-    raw: Cell<*mut sys::MemraGraph>,
-    state: Cell<GraphState>,
+    shared: Arc<Shared>,
+    raw: AtomicPtr<sys::MemraGraph>,
+    state: AtomicU8,
 }
 
 impl GraphHandle {
     pub(crate) fn failed(&self) -> bool {
-        self.state.get() == GraphState::Failed
+        self.state.load(Ordering::Acquire) == FAILED
     }
 }
 
 impl Drop for GraphHandle {
     fn drop(&mut self) {
-        let raw = match NonNull::new(self.raw.get()) {
-            Some(raw) if self.state.get() == GraphState::Live => raw,
+        let raw = match NonNull::new(*self.raw.get_mut()) {
+            Some(raw) if *self.state.get_mut() == LIVE => raw,
             _ => return,
         };
-        if self.shared.capturing.get() {
-            // The library refuses to destroy a graph inside a capture step.
-            self.shared.deferred_graphs.borrow_mut().push(raw);
-            return;
+        let guard = self.shared.lock();
+        {
+            // A borrow of the state is never held while a handle can be dropped; should that
+            // ever change, leaking the graph (and with it the engine) is the safe outcome.
+            let Ok(mut state) = self.shared.state(&guard).try_borrow_mut() else {
+                return;
+            };
+            if state.capture.is_some() {
+                // The library refuses to destroy a graph inside a capture step.
+                state.deferred_graphs.push(raw);
+                return;
+            }
         }
-        // SAFETY: a live graph of this live engine (every owner of the handle borrows the
-        // engine), no capture running, destroyed exactly once. It waits for pending replays
-        // and then frees the buffers allocated during the capture.
+        // SAFETY: a live graph of this live engine (the handle holds its shared state), no
+        // capture running, destroyed exactly once. It waits for pending replays and then frees
+        // the buffers allocated during the capture.
         unsafe {
             sys::memra_graph_destroy(self.shared.raw.as_ptr(), raw.as_ptr());
         }
@@ -70,61 +82,58 @@ impl Drop for GraphHandle {
 
 /// The Rust side of a capture in progress.
 pub(crate) struct Capture {
-    handle: Rc<GraphHandle>,
+    handle: Arc<GraphHandle>,
     /// Allocations made before the capture and passed to operations during it.
-    retained: Vec<Rc<Alloc>>,
+    retained: Vec<Arc<Alloc>>,
     seen: HashSet<*const Alloc>,
+    /// A refusal of these bindings that must fail the capture even if the step ignores it
+    /// (the library fails a capture the same way when a step copies host data).
+    pub(crate) failure: Option<Error>,
 }
 
+// SAFETY: the raw pointers in `seen` are only compared, never dereferenced.
+unsafe impl Send for Capture {}
+
 impl Capture {
-    pub(crate) fn handle(&self) -> &Rc<GraphHandle> {
+    pub(crate) fn handle(&self) -> &Arc<GraphHandle> {
         &self.handle
     }
 
     /// Keeps `alloc` alive as long as the graph, unless the graph owns it already.
-    pub(crate) fn retain(&mut self, alloc: &Rc<Alloc>) {
-        let owned = matches!(alloc.graph, Some(ref g) if Rc::ptr_eq(g, &self.handle));
-        if !owned && self.seen.insert(Rc::as_ptr(alloc)) {
+    pub(crate) fn retain(&mut self, alloc: &Arc<Alloc>) {
+        let owned = matches!(alloc.graph, Some(ref g) if Arc::ptr_eq(g, &self.handle));
+        if !owned && self.seen.insert(Arc::as_ptr(alloc)) {
             self.retained.push(alloc.clone());
         }
     }
 }
 
-/// A captured sequence of operations, replayed with [`Graph::launch`] (`MemraGraph`).
+/// A captured sequence of operations, replayed with [`CudaGraph::launch`] (cudarc's
+/// `CudaGraph`, libmemra's `MemraGraph`).
 ///
-/// It borrows its engine, retains every buffer its operations were given, and is destroyed
-/// (`memra_graph_destroy`) when dropped, once the buffers allocated during its capture are
-/// dropped too.
-///
-/// ```compile_fail,E0597
-/// use memra_engine::Engine;
-/// let graph;
-/// {
-///     let engine = Engine::new(0).unwrap();
-///     graph = engine.capture_graph_retained(|_e: &Engine| Ok(())).unwrap().0;
-/// }
-/// graph.launch().unwrap();
-/// ```
-pub struct Graph<'e> {
-    engine: &'e Engine,
+/// It keeps its engine's shared state and every buffer its operations were given alive, and is
+/// destroyed (`memra_graph_destroy`) when dropped, once the buffers allocated during its capture
+/// are dropped too. It is `Send` and `Sync`: replays are serialised by the engine's lock.
+pub struct CudaGraph {
     // Declared before `retained`: the graph is destroyed (waiting for its replays) before the
     // buffers it used are freed.
-    handle: Rc<GraphHandle>,
-    retained: Vec<Rc<Alloc>>,
+    handle: Arc<GraphHandle>,
+    retained: Arc<Vec<Arc<Alloc>>>,
 }
 
-impl<'e> Graph<'e> {
+/// The name this crate's graph type had before it took cudarc's.
+pub type Graph = CudaGraph;
+
+impl CudaGraph {
     /// Enqueues one replay on the engine's stream (CUDA) or runs it (CPU). Pointer tables are
     /// read as the replay executes, so rewriting them beforehand (with
     /// [`Engine::htod_u64_into`]) rebinds the replay to other buffers.
     pub fn launch(&self) -> Result<()> {
-        // SAFETY: a live graph of its live engine.
-        check(unsafe { sys::memra_graph_launch(self.engine.raw(), self.handle.raw.get()) })
-    }
-
-    /// The engine the graph was captured on.
-    pub fn engine(&self) -> &'e Engine {
-        self.engine
+        let shared = &self.handle.shared;
+        let _guard = shared.lock();
+        let raw = self.handle.raw.load(Ordering::Acquire);
+        // SAFETY: a live graph of its live engine, the engine's lock held.
+        Ok(check(unsafe { sys::memra_graph_launch(shared.raw.as_ptr(), raw) })?)
     }
 
     /// How many buffers allocated before the capture the graph keeps alive.
@@ -133,21 +142,28 @@ impl<'e> Graph<'e> {
     }
 }
 
-impl fmt::Debug for Graph<'_> {
+impl fmt::Debug for CudaGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Graph")
-            .field("raw", &self.handle.raw.get())
+        f.debug_struct("CudaGraph")
+            .field("raw", &self.handle.raw.load(Ordering::Relaxed))
             .field("retained_buffers", &self.retained.len())
             .finish()
     }
 }
 
+/// What the keeper of [`Engine::capture_graph_retained`] holds: the library's graph and the
+/// buffers its replays use. The [`CudaGraph`] holds the same, so keeping or dropping the keeper
+/// changes nothing for the graph's safety; it is there for callers written against
+/// memra-engine, which store it next to the graph.
+struct Keep {
+    _handle: Arc<GraphHandle>,
+    _retained: Arc<Vec<Arc<Alloc>>>,
+}
+
 /// What the trampoline needs to run the host's step.
-struct StepContext<'e, F, R> {
+struct StepContext<'e, F> {
     engine: &'e Engine,
     step: F,
-    /// The value of the most recent call: after a successful capture, the captured call's.
-    last: Option<R>,
     error: Option<StepError>,
     panic: Option<Box<dyn Any + Send + 'static>>,
 }
@@ -156,9 +172,9 @@ trait RunStep {
     fn run(&mut self) -> sys::MemraStatus;
 }
 
-impl<'e, F, R> RunStep for StepContext<'e, F, R>
+impl<F> RunStep for StepContext<'_, F>
 where
-    F: FnMut(&'e Engine) -> std::result::Result<R, StepError>,
+    F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
 {
     fn run(&mut self) -> sys::MemraStatus {
         // The library stops calling after a failure; this only guards against a call after a
@@ -168,20 +184,14 @@ where
         }
         let engine = self.engine;
         let step = &mut self.step;
-        let last = &mut self.last;
         // A panic must not unwind through the library's C frames: it is caught here and resumed
-        // once memra_graph_capture has returned. Dropping the previous call's value happens
-        // inside the guarded region too.
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
-            step(engine).map(|value| {
-                *last = Some(value);
-            })
-        }));
+        // once memra_graph_capture has returned.
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| step(engine)));
         match outcome {
             Ok(Ok(())) => sys::MEMRA_STATUS_OK,
             Ok(Err(error)) => {
-                let code = match error.downcast_ref::<Error>() {
-                    Some(e) => e.status().code(),
+                let code = match crate::error::status_of(&*error) {
+                    Some(status) => status.code(),
                     None => sys::MEMRA_STATUS_CAPTURE_ERROR,
                 };
                 self.error = Some(error);
@@ -215,22 +225,34 @@ unsafe extern "C" fn refuse_nested(
 }
 
 impl Engine {
-    /// Captures `step` into a replayable graph and returns it with the value the captured call
-    /// of `step` returned (the "keeper": for example buffers the step allocated, which live as
-    /// long as the graph can use them).
+    /// Captures `step` into a replayable graph and returns it with its keeper, as
+    /// memra-engine does: `(CudaGraph, Vec<Box<dyn Any + Send>>)`. The keeper holds what the
+    /// graph's replays use; the graph holds the same, so it is safe to drop either first.
     ///
     /// `step` runs three times (`memra_graph_capture`): twice eagerly as warm-ups, then once
     /// while its operations are recorded. Buffers it allocates belong to the graph. It must not
     /// copy between host and device, synchronise or capture again; it may return any error
-    /// with `?`, which aborts the capture (the error becomes the returned error's source). A
-    /// panic in `step` aborts the capture and is resumed after the library has cleaned up.
-    /// On failure the engine stays usable and no graph exists.
-    pub fn capture_graph_retained<'e, F, R>(&'e self, step: F) -> Result<(Graph<'e>, R)>
+    /// with `?`, which aborts the capture (the step's error becomes the returned
+    /// [`CaptureError`]'s source). A panic in `step` aborts the capture and is resumed after the
+    /// library has cleaned up. On failure the engine stays usable and no graph exists.
+    ///
+    /// Before the capture starts, every live f32 buffer of the engine gets a slot in the
+    /// engine's pointer tables, so that the operations that take a state or ring buffer
+    /// directly ([`Engine::ssm_conv1d_fused_decode`], [`Engine::gdn_scan_s128`],
+    /// [`Engine::copy_into`], ...) work inside the step on those buffers. Views at an offset
+    /// not used by such an operation before, and buffers allocated during the capture, have no
+    /// slot (the library forbids writing one during a capture): those operations then fail
+    /// the capture with [`Status::CaptureError`].
+    ///
+    /// The engine is locked for the whole capture: other threads using it wait.
+    pub fn capture_graph_retained<F>(&self, step: F) -> Result<(CudaGraph, Vec<Box<dyn Any + Send>>)>
     where
-        F: FnMut(&'e Engine) -> std::result::Result<R, StepError>,
+        F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
     {
         let shared = self.shared();
-        if shared.capturing.get() {
+        let guard = shared.lock();
+        let nested = shared.state(&guard).borrow().capture.is_some();
+        if nested {
             // Let the library refuse it, so that the capture in progress fails as well.
             let mut raw_graph = ptr::null_mut();
             // SAFETY: a live engine; the library refuses before calling the step.
@@ -243,85 +265,114 @@ impl Engine {
                 )
             };
             return Err(match check(code) {
-                Err(e) => e,
+                Err(e) => e.into(),
                 Ok(()) => Error::new(
                     Status::Internal,
                     "memra_graph_capture accepted a nested capture".to_string(),
-                ),
+                )
+                .into(),
             });
         }
-        let handle = Rc::new(GraphHandle {
+        // Outside the capture: give every live f32 buffer its pointer-table slot now.
+        let live = shared.live_f32_addresses();
+        shared
+            .state(&guard)
+            .borrow_mut()
+            .book
+            .add(self.raw(), &live)?;
+
+        let handle = Arc::new(GraphHandle {
             shared: shared.clone(),
-            raw: Cell::new(ptr::null_mut()),
-            state: Cell::new(GraphState::Capturing),
+            raw: AtomicPtr::new(ptr::null_mut()),
+            state: AtomicU8::new(CAPTURING),
         });
-        *self.capture.borrow_mut() = Some(Capture {
+        shared.state(&guard).borrow_mut().capture = Some(Capture {
             handle: handle.clone(),
             retained: Vec::new(),
             seen: HashSet::new(),
+            failure: None,
         });
-        shared.capturing.set(true);
         let mut context = StepContext {
             engine: self,
             step,
-            last: None,
             error: None,
             panic: None,
         };
         let mut raw_graph = ptr::null_mut();
-        // SAFETY: a live engine; the trampoline's type matches the context passed as `user`,
-        // which outlives the call.
+        // SAFETY: a live engine, its lock held; the trampoline's type matches the context
+        // passed as `user`, which outlives the call.
         let code = unsafe {
             sys::memra_graph_capture(
                 self.raw(),
-                Some(trampoline::<StepContext<'e, F, R>>),
-                &mut context as *mut StepContext<'e, F, R> as *mut c_void,
+                Some(trampoline::<StepContext<'_, F>>),
+                &mut context as *mut StepContext<'_, F> as *mut c_void,
                 &mut raw_graph,
             )
         };
         // Read the library's message before anything below can call into it again.
         let result = check(code);
-        shared.capturing.set(false);
-        let capture = self.capture.borrow_mut().take();
-        let retained = capture.map(|c| c.retained).unwrap_or_default();
-        match (result, context.panic.take()) {
-            (Ok(()), None) => {
-                handle.raw.set(raw_graph);
-                handle.state.set(GraphState::Live);
-                shared.destroy_deferred_graphs();
-                let graph = Graph {
-                    engine: self,
-                    handle,
-                    retained,
-                };
-                match context.last.take() {
-                    Some(keeper) => Ok((graph, keeper)),
-                    None => Err(Error::new(
-                        Status::Internal,
-                        "memra_graph_capture succeeded without calling the step".to_string(),
-                    )),
-                }
+        let capture = shared
+            .state(&guard)
+            .borrow_mut()
+            .capture
+            .take()
+            .expect("the capture record lives until here");
+        let Capture {
+            retained, failure, ..
+        } = capture;
+        let panic_payload = context.panic.take();
+        let step_error = context.error.take();
+        drop(context);
+        match (result, failure, panic_payload) {
+            (Ok(()), None, None) => {
+                handle.raw.store(raw_graph, Ordering::Release);
+                handle.state.store(LIVE, Ordering::Release);
+                shared.destroy_deferred_graphs(&guard);
+                drop(guard);
+                let retained = Arc::new(retained);
+                let keeper: Vec<Box<dyn Any + Send>> = vec![Box::new(Keep {
+                    _handle: handle.clone(),
+                    _retained: retained.clone(),
+                })];
+                Ok((CudaGraph { handle, retained }, keeper))
             }
-            (result, panic_payload) => {
-                handle.state.set(GraphState::Failed);
-                shared.destroy_deferred_graphs();
+            (result, failure, panic_payload) => {
+                if result.is_ok() {
+                    // The library made a graph, but the bindings refused an operation of the
+                    // step: destroying the graph releases what the capture allocated, exactly
+                    // as a failed capture does.
+                    // SAFETY: the graph the library just returned, destroyed once, no capture
+                    // running.
+                    unsafe {
+                        sys::memra_graph_destroy(self.raw(), raw_graph);
+                    }
+                }
+                handle.state.store(FAILED, Ordering::Release);
+                shared.destroy_deferred_graphs(&guard);
+                drop(guard);
+                drop(retained);
                 if let Some(payload) = panic_payload {
-                    drop(context);
-                    drop(retained);
                     panic::resume_unwind(payload);
                 }
-                let error = match result {
-                    Err(e) => e,
-                    Ok(()) => Error::new(
+                let error = match (result, failure) {
+                    (_, Some(refusal)) => refusal,
+                    (Err(e), None) => e,
+                    (Ok(()), None) => Error::new(
                         Status::Internal,
                         "memra_graph_capture failed without a status".to_string(),
                     ),
                 };
-                Err(match context.error.take() {
-                    Some(source) => error.with_source(source),
-                    None => error,
-                })
+                Err(Box::new(CaptureError::new(error, step_error)))
             }
         }
+    }
+
+    /// Captures `step` into a replayable graph ([`Engine::capture_graph_retained`] without the
+    /// keeper: the graph keeps what its replays use alive by itself).
+    pub fn capture_graph<F>(&self, step: F) -> Result<CudaGraph>
+    where
+        F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
+    {
+        self.capture_graph_retained(step).map(|(graph, _keeper)| graph)
     }
 }

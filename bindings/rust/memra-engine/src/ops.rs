@@ -1,55 +1,52 @@
-//! The GDN operations, with memra-engine's names and argument order.
+//! The GDN operations, with memra-engine's names, argument order and both API generations:
+//! 0.72's (`ssm_conv1d_fused_decode_b`, `gdn_prep_decode_b`, `gdn_scan_s128_batched` and the
+//! single-sequence `ssm_conv1d_fused_decode`, `gdn_prep_decode`, `gdn_scan_s128`,
+//! `gdn_scan_s128_view`) and 0.136's (`_b_view`, `_batched_view`, `_tloop`, `_tsnap`).
 //!
 //! Each method checks that every buffer belongs to this engine, then hands the buffers' true
 //! addresses and lengths to the library, which validates the shapes before it launches or
-//! writes anything. The library's documentation in `abi/memra.h` (and `memra_sys`) gives the
+//! writes anything. Tensor parameters accept a [`CudaSlice`], a view or a reference to either
+//! (`&impl DevicePtr<f32>`); optional snapshot outputs are `Option<&mut CudaSlice<f32>>`, as in
+//! memra-engine. The library's documentation in `abi/memra.h` (and `memra_sys`) gives the
 //! layouts; the summaries here say what each argument is.
+
+use std::ptr;
 
 use memra_sys as sys;
 
-use crate::buffer::{DevicePtr, DevicePtrMut};
-use crate::engine::Engine;
-use crate::error::{check, Result};
+use crate::buffer::sealed::RawBuf;
+use crate::buffer::{CudaSlice, DevicePtr, DevicePtrMut};
+use crate::engine::{elements, Engine};
+use crate::error::{check, Error, Res, Result, Status};
+use crate::lock::LockGuard;
+use crate::shared::SLOT_WIDTH;
+
+const S: usize = 128;
 
 impl Engine {
-    fn in_f32<S: DevicePtr<f32> + ?Sized>(
+    /// `buf` as argument `name` of `func` (see [`Engine::arg`]).
+    fn t<'b, T, B: DevicePtr<T> + ?Sized>(
         &self,
+        guard: &LockGuard<'_>,
         func: &str,
         name: &str,
-        buf: &S,
-    ) -> Result<sys::MemraSliceF32> {
-        self.arg(func, name, buf.raw()).map(|b| b.f32())
-    }
-
-    fn in_u64<S: DevicePtr<u64> + ?Sized>(
-        &self,
-        func: &str,
-        name: &str,
-        buf: &S,
-    ) -> Result<sys::MemraSliceU64> {
-        self.arg(func, name, buf.raw()).map(|b| b.u64())
-    }
-
-    fn out_f32<S: DevicePtrMut<f32> + ?Sized>(
-        &self,
-        func: &str,
-        name: &str,
-        buf: &mut S,
-    ) -> Result<sys::MemraSliceMutF32> {
-        self.arg(func, name, buf.raw()).map(|b| b.f32_mut())
+        buf: &'b B,
+    ) -> Res<RawBuf<'b>> {
+        self.arg(guard, func, name, buf.raw())
     }
 
     /// An optional output: `{NULL, 0}` when absent, as the library expects.
-    fn opt_out_f32(
+    fn opt(
         &self,
+        guard: &LockGuard<'_>,
         func: &str,
         name: &str,
-        buf: Option<&mut dyn DevicePtrMut<f32>>,
-    ) -> Result<sys::MemraSliceMutF32> {
+        buf: &Option<&mut CudaSlice<f32>>,
+    ) -> Res<sys::MemraSliceMutF32> {
         match buf {
-            Some(b) => self.out_f32(func, name, b),
+            Some(b) => Ok(self.t(guard, func, name, &**b)?.f32_mut()),
             None => Ok(sys::MemraSliceMutF32 {
-                ptr: std::ptr::null_mut(),
+                ptr: ptr::null_mut(),
                 len: 0,
             }),
         }
@@ -72,12 +69,67 @@ impl Engine {
         d_conv: usize,
         b_n: usize,
     ) -> Result<()> {
-        const F: &str = "Engine::ssm_conv1d_fused_decode_b_view";
-        let qkv = self.in_f32(F, "qkv", qkv)?;
-        let conv_ptrs = self.in_u64(F, "conv_ptrs", conv_ptrs)?;
-        let w = self.in_f32(F, "w", w)?;
-        let conv_out = self.out_f32(F, "conv_out", conv_out)?;
-        // SAFETY: a live engine and slices that describe live buffers of it.
+        Ok(self.conv_b(
+            "Engine::ssm_conv1d_fused_decode_b_view",
+            qkv,
+            conv_ptrs,
+            w,
+            conv_out,
+            conv_dim,
+            d_conv,
+            b_n,
+        )?)
+    }
+
+    /// memra-engine 0.72's name for [`Engine::ssm_conv1d_fused_decode_b_view`]: the batched
+    /// linear layer's conv step over a `[b_n]` table of rings.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ssm_conv1d_fused_decode_b(
+        &self,
+        qkv: &impl DevicePtr<f32>,
+        conv_ptrs: &impl DevicePtr<u64>,
+        w: &impl DevicePtr<f32>,
+        conv_out: &mut impl DevicePtrMut<f32>,
+        conv_dim: usize,
+        d_conv: usize,
+        b_n: usize,
+    ) -> Result<()> {
+        Ok(self.conv_b(
+            "Engine::ssm_conv1d_fused_decode_b",
+            qkv,
+            conv_ptrs,
+            w,
+            conv_out,
+            conv_dim,
+            d_conv,
+            b_n,
+        )?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn conv_b<Q, P, W, O>(
+        &self,
+        func: &str,
+        qkv: &Q,
+        conv_ptrs: &P,
+        w: &W,
+        conv_out: &mut O,
+        conv_dim: usize,
+        d_conv: usize,
+        b_n: usize,
+    ) -> Res<()>
+    where
+        Q: DevicePtr<f32> + ?Sized,
+        P: DevicePtr<u64> + ?Sized,
+        W: DevicePtr<f32> + ?Sized,
+        O: DevicePtrMut<f32> + ?Sized,
+    {
+        let g = self.lock();
+        let qkv = self.t(&g, func, "qkv", qkv)?.f32();
+        let conv_ptrs = self.t(&g, func, "conv_ptrs", conv_ptrs)?.u64();
+        let w = self.t(&g, func, "w", w)?.f32();
+        let conv_out = self.t(&g, func, "conv_out", &*conv_out)?.f32_mut();
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
         check(unsafe {
             sys::memra_ssm_conv1d_fused_decode_b_view(
                 self.raw(),
@@ -90,6 +142,58 @@ impl Engine {
                 b_n,
             )
         })
+    }
+
+    /// Per-row conv step + SiLU of ONE sequence whose ring `conv_state` (`[conv_dim,
+    /// d_conv - 1]`, rolled in place) is passed directly (memra-engine 0.72's single-sequence
+    /// `ssm_conv1d_fused_decode`). `qkv` and `conv_out` are `[conv_dim]`, `w` is
+    /// `[conv_dim, d_conv]`.
+    ///
+    /// It runs [`Engine::ssm_conv1d_fused_decode_b_view`] with `b_n = 1` on a pointer-table
+    /// entry the bindings keep for `conv_state`'s address (written once, outside captures; see
+    /// [`Engine::capture_graph_retained`] for what that means inside a capture), so the bits
+    /// are those of the table-driven op.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ssm_conv1d_fused_decode(
+        &self,
+        qkv: &impl DevicePtr<f32>,
+        conv_state: &mut impl DevicePtrMut<f32>,
+        w: &impl DevicePtr<f32>,
+        conv_out: &mut impl DevicePtrMut<f32>,
+        conv_dim: usize,
+        d_conv: usize,
+    ) -> Result<()> {
+        const F: &str = "Engine::ssm_conv1d_fused_decode";
+        let g = self.lock();
+        let ring = self.t(&g, F, "conv_state", &*conv_state)?;
+        // The library cannot see a ring behind a table entry; these bindings can.
+        if (1..=sys::MEMRA_D_CONV_MAX as usize).contains(&d_conv) {
+            let need = elements(F, "[conv_dim, d_conv - 1]", &[conv_dim, d_conv - 1])?;
+            if ring.len < need {
+                return Err(short(F, "conv_state", need, "[conv_dim, d_conv - 1]", ring.len).into());
+            }
+        }
+        let slot = self.slots(&g, F, &[(ring.addr(), "conv_state")])?[0];
+        let qkv = self.t(&g, F, "qkv", qkv)?.f32();
+        let w = self.t(&g, F, "w", w)?.f32();
+        let conv_out = self.t(&g, F, "conv_out", &*conv_out)?.f32_mut();
+        // SAFETY: a live engine, its lock held; slices of live buffers of it, and a one-entry
+        // table (the slot) holding the address of `conv_state`, which is long enough.
+        Ok(check(unsafe {
+            sys::memra_ssm_conv1d_fused_decode_b_view(
+                self.raw(),
+                qkv,
+                sys::MemraSliceU64 {
+                    ptr: slot.as_ptr(),
+                    len: 1,
+                },
+                w,
+                conv_out,
+                conv_dim,
+                d_conv,
+                1,
+            )
+        })?)
     }
 
     /// GDN prep for `b_n` rows, taking views (`memra_gdn_prep_decode_b_view`); identical to
@@ -115,27 +219,16 @@ impl Engine {
         conv_dim: usize,
         b_n: usize,
     ) -> Result<()> {
-        self.prep(
+        Ok(self.prep(
             "Engine::gdn_prep_decode_b_view",
             sys::memra_gdn_prep_decode_b_view,
-            conv_out,
-            beta_raw,
-            alpha,
-            dt_bias,
-            a,
-            q_l2,
-            k_l2,
-            v_g,
-            beta,
-            g_log,
-            d_state,
-            num_v,
-            num_k,
-            key_dim,
+            [conv_out, beta_raw, alpha, dt_bias, a],
+            [q_l2, k_l2, v_g, beta, g_log],
+            [d_state, num_v, num_k, key_dim],
             eps,
             conv_dim,
             b_n,
-        )
+        )?)
     }
 
     /// GDN prep for `b_n` rows (`memra_gdn_prep_decode_b`): per-row, one row of each of `b_n`
@@ -167,36 +260,24 @@ impl Engine {
         conv_dim: usize,
         b_n: usize,
     ) -> Result<()> {
-        self.prep(
+        Ok(self.prep(
             "Engine::gdn_prep_decode_b",
             sys::memra_gdn_prep_decode_b,
-            conv_out,
-            beta_raw,
-            alpha,
-            dt_bias,
-            a,
-            q_l2,
-            k_l2,
-            v_g,
-            beta,
-            g_log,
-            d_state,
-            num_v,
-            num_k,
-            key_dim,
+            [conv_out, beta_raw, alpha, dt_bias, a],
+            [q_l2, k_l2, v_g, beta, g_log],
+            [d_state, num_v, num_k, key_dim],
             eps,
             conv_dim,
             b_n,
-        )
+        )?)
     }
 
-    /// Checks the buffers and calls `entry`, one of the two prep entry points, which share
-    /// their signature.
+    /// GDN prep of ONE row (memra-engine 0.72's single-sequence `gdn_prep_decode`):
+    /// [`Engine::gdn_prep_decode_b`] with `b_n = 1` and
+    /// `conv_dim = 2 * key_dim + d_state * num_v`.
     #[allow(clippy::too_many_arguments)]
-    fn prep(
+    pub fn gdn_prep_decode(
         &self,
-        func: &str,
-        entry: PrepFn,
         conv_out: &impl DevicePtr<f32>,
         beta_raw: &impl DevicePtr<f32>,
         alpha: &impl DevicePtr<f32>,
@@ -212,33 +293,75 @@ impl Engine {
         num_k: usize,
         key_dim: usize,
         eps: f32,
+    ) -> Result<()> {
+        const F: &str = "Engine::gdn_prep_decode";
+        let value_dim = elements(F, "d_state * num_v", &[d_state, num_v])?;
+        let conv_dim = key_dim
+            .checked_mul(2)
+            .and_then(|k2| k2.checked_add(value_dim))
+            .ok_or_else(|| {
+                Error::new(
+                    Status::InvalidArgument,
+                    format!("{}: conv_dim = 2 * key_dim + d_state * num_v overflows usize", F),
+                )
+            })?;
+        Ok(self.prep(
+            F,
+            sys::memra_gdn_prep_decode_b,
+            [conv_out, beta_raw, alpha, dt_bias, a],
+            [q_l2, k_l2, v_g, beta, g_log],
+            [d_state, num_v, num_k, key_dim],
+            eps,
+            conv_dim,
+            1,
+        )?)
+    }
+
+    /// Checks the buffers and calls `entry`, one of the two prep entry points, which share
+    /// their signature.
+    #[allow(clippy::too_many_arguments)]
+    fn prep(
+        &self,
+        func: &str,
+        entry: PrepFn,
+        ins: [&dyn DevicePtr<f32>; 5],
+        outs: [&mut dyn DevicePtrMut<f32>; 5],
+        [d_state, num_v, num_k, key_dim]: [usize; 4],
+        eps: f32,
         conv_dim: usize,
         b_n: usize,
-    ) -> Result<()> {
-        let conv_out = self.in_f32(func, "conv_out", conv_out)?;
-        let beta_raw = self.in_f32(func, "beta_raw", beta_raw)?;
-        let alpha = self.in_f32(func, "alpha", alpha)?;
-        let dt_bias = self.in_f32(func, "dt_bias", dt_bias)?;
-        let a = self.in_f32(func, "a", a)?;
-        let q_l2 = self.out_f32(func, "q_l2", q_l2)?;
-        let k_l2 = self.out_f32(func, "k_l2", k_l2)?;
-        let v_g = self.out_f32(func, "v_g", v_g)?;
-        let beta = self.out_f32(func, "beta", beta)?;
-        let g_log = self.out_f32(func, "g_log", g_log)?;
-        // SAFETY: a live engine and slices that describe live buffers of it.
+    ) -> Res<()> {
+        const IN: [&str; 5] = ["conv_out", "beta_raw", "alpha", "dt_bias", "a"];
+        const OUT: [&str; 5] = ["q_l2", "k_l2", "v_g", "beta", "g_log"];
+        let g = self.lock();
+        let mut i = [sys::MemraSliceF32 {
+            ptr: ptr::null(),
+            len: 0,
+        }; 5];
+        for (k, buf) in ins.iter().enumerate() {
+            i[k] = self.t(&g, func, IN[k], *buf)?.f32();
+        }
+        let mut o = [sys::MemraSliceMutF32 {
+            ptr: ptr::null_mut(),
+            len: 0,
+        }; 5];
+        for (k, buf) in outs.iter().enumerate() {
+            o[k] = self.t(&g, func, OUT[k], &**buf)?.f32_mut();
+        }
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
         check(unsafe {
             entry(
                 self.raw(),
-                conv_out,
-                beta_raw,
-                alpha,
-                dt_bias,
-                a,
-                q_l2,
-                k_l2,
-                v_g,
-                beta,
-                g_log,
+                i[0],
+                i[1],
+                i[2],
+                i[3],
+                i[4],
+                o[0],
+                o[1],
+                o[2],
+                o[3],
+                o[4],
                 d_state,
                 num_v,
                 num_k,
@@ -272,16 +395,65 @@ impl Engine {
         b_n: usize,
         scale: f32,
     ) -> Result<()> {
-        const F: &str = "Engine::gdn_scan_s128_batched_view";
-        let q = self.in_f32(F, "q", q)?;
-        let k = self.in_f32(F, "k", k)?;
-        let v = self.in_f32(F, "v", v)?;
-        let g_log = self.in_f32(F, "g_log", g_log)?;
-        let beta = self.in_f32(F, "beta", beta)?;
-        let in_ptrs = self.in_u64(F, "in_ptrs", in_ptrs)?;
-        let out_ptrs = self.in_u64(F, "out_ptrs", out_ptrs)?;
-        let o = self.out_f32(F, "o", o)?;
-        // SAFETY: a live engine and slices that describe live buffers of it.
+        Ok(self.scan_batched(
+            "Engine::gdn_scan_s128_batched_view",
+            [q, k, v, g_log, beta],
+            in_ptrs,
+            out_ptrs,
+            o,
+            num_v,
+            b_n,
+            scale,
+        )?)
+    }
+
+    /// memra-engine 0.72's name for [`Engine::gdn_scan_s128_batched_view`]: the batched linear
+    /// layer's recurrent step over `[b_n]` tables of input and output states.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gdn_scan_s128_batched(
+        &self,
+        q: &impl DevicePtr<f32>,
+        k: &impl DevicePtr<f32>,
+        v: &impl DevicePtr<f32>,
+        g_log: &impl DevicePtr<f32>,
+        beta: &impl DevicePtr<f32>,
+        in_ptrs: &impl DevicePtr<u64>,
+        out_ptrs: &impl DevicePtr<u64>,
+        o: &mut impl DevicePtrMut<f32>,
+        num_v: usize,
+        b_n: usize,
+        scale: f32,
+    ) -> Result<()> {
+        Ok(self.scan_batched(
+            "Engine::gdn_scan_s128_batched",
+            [q, k, v, g_log, beta],
+            in_ptrs,
+            out_ptrs,
+            o,
+            num_v,
+            b_n,
+            scale,
+        )?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn scan_batched(
+        &self,
+        func: &str,
+        ins: [&dyn DevicePtr<f32>; 5],
+        in_ptrs: &dyn DevicePtr<u64>,
+        out_ptrs: &dyn DevicePtr<u64>,
+        o: &mut dyn DevicePtrMut<f32>,
+        num_v: usize,
+        b_n: usize,
+        scale: f32,
+    ) -> Res<()> {
+        let g = self.lock();
+        let [q, k, v, g_log, beta] = self.scan_inputs(&g, func, ins)?;
+        let in_ptrs = self.t(&g, func, "in_ptrs", in_ptrs)?.u64();
+        let out_ptrs = self.t(&g, func, "out_ptrs", out_ptrs)?.u64();
+        let o = self.t(&g, func, "o", &*o)?.f32_mut();
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
         check(unsafe {
             sys::memra_gdn_scan_s128_batched_view(
                 self.raw(),
@@ -296,6 +468,239 @@ impl Engine {
                 num_v,
                 b_n,
                 scale,
+            )
+        })
+    }
+
+    /// The five scan inputs, checked, in the order `q, k, v, g_log, beta`.
+    fn scan_inputs(
+        &self,
+        g: &LockGuard<'_>,
+        func: &str,
+        ins: [&dyn DevicePtr<f32>; 5],
+    ) -> Res<[sys::MemraSliceF32; 5]> {
+        const IN: [&str; 5] = ["q", "k", "v", "g_log", "beta"];
+        let mut out = [sys::MemraSliceF32 {
+            ptr: ptr::null(),
+            len: 0,
+        }; 5];
+        for (i, buf) in ins.iter().enumerate() {
+            out[i] = self.t(g, func, IN[i], *buf)?.f32();
+        }
+        Ok(out)
+    }
+
+    /// `t` recurrent GDN steps (head dim 128) of ONE sequence whose states are passed directly
+    /// (memra-engine 0.72's single-sequence `gdn_scan_s128`): the steps start from `state_in`,
+    /// which is left unchanged, and the state after the last row is written to `state_out`.
+    ///
+    /// `q`, `k`, `v` and `o` are `[t, n_head, 128]`, `g` (the log decay) and `beta`
+    /// `[t, n_head]`, the states `[n_head, 128, 128]` transposed; `o` is scaled by `scale`.
+    ///
+    /// It runs row 0 as [`Engine::gdn_scan_s128_batched_view`] from `state_in` to `state_out`
+    /// and, when `t > 1`, rows `1 .. t` as one [`Engine::gdn_scan_s128_tsnap`] in place on
+    /// `state_out`, through pointer-table entries the bindings keep for the two addresses (see
+    /// [`Engine::capture_graph_retained`] for what that means inside a capture). Packed and
+    /// per-row scans are bit-identical, so the bits are those of `t` chained per-row steps.
+    /// Every argument is checked before the first launch, so a refused call writes nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gdn_scan_s128(
+        &self,
+        q: &impl DevicePtr<f32>,
+        k: &impl DevicePtr<f32>,
+        v: &impl DevicePtr<f32>,
+        g: &impl DevicePtr<f32>,
+        beta: &impl DevicePtr<f32>,
+        state_in: &impl DevicePtr<f32>,
+        state_out: &mut impl DevicePtrMut<f32>,
+        o: &mut impl DevicePtrMut<f32>,
+        n_head: usize,
+        t: usize,
+        scale: f32,
+    ) -> Result<()> {
+        Ok(self.scan_direct(
+            "Engine::gdn_scan_s128",
+            [q, k, v, g, beta],
+            state_in,
+            state_out,
+            o,
+            n_head,
+            t,
+            scale,
+        )?)
+    }
+
+    /// [`Engine::gdn_scan_s128`] with the states given as views (memra-engine's
+    /// `gdn_scan_s128_view`, for states resident inside a larger buffer).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gdn_scan_s128_view(
+        &self,
+        q: &impl DevicePtr<f32>,
+        k: &impl DevicePtr<f32>,
+        v: &impl DevicePtr<f32>,
+        g: &impl DevicePtr<f32>,
+        beta: &impl DevicePtr<f32>,
+        state_in: &impl DevicePtr<f32>,
+        state_out: &mut impl DevicePtrMut<f32>,
+        o: &mut impl DevicePtrMut<f32>,
+        n_head: usize,
+        t: usize,
+        scale: f32,
+    ) -> Result<()> {
+        Ok(self.scan_direct(
+            "Engine::gdn_scan_s128_view",
+            [q, k, v, g, beta],
+            state_in,
+            state_out,
+            o,
+            n_head,
+            t,
+            scale,
+        )?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn scan_direct(
+        &self,
+        func: &str,
+        ins: [&dyn DevicePtr<f32>; 5],
+        state_in: &dyn DevicePtr<f32>,
+        state_out: &mut dyn DevicePtrMut<f32>,
+        o: &mut dyn DevicePtrMut<f32>,
+        n_head: usize,
+        t: usize,
+        scale: f32,
+    ) -> Res<()> {
+        const IN: [&str; 5] = ["q", "k", "v", "g", "beta"];
+        let g = self.lock();
+        // The launches below split the call in two, so everything the library would check is
+        // checked here first, for the whole call: a refused call must write nothing.
+        for (name, value) in [("n_head", n_head), ("t", t)] {
+            if value == 0 {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!("{}: parameter '{}': expected >= 1, got 0", func, name),
+                ));
+            }
+        }
+        if !scale.is_finite() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("{}: parameter 'scale': expected a finite value, got {}", func, scale),
+            ));
+        }
+        let row = elements(func, "[n_head, 128]", &[n_head, S])?;
+        let rows = elements(func, "[t, n_head, 128]", &[t, n_head, S])?;
+        let heads = elements(func, "[t, n_head]", &[t, n_head])?;
+        let state = elements(func, "[n_head, 128, 128]", &[n_head, S, S])?;
+        let mut bufs = Vec::with_capacity(5);
+        for (i, buf) in ins.iter().enumerate() {
+            let raw = self.t(&g, func, IN[i], *buf)?;
+            let (need, shape) = if i < 3 {
+                (rows, "[t, n_head, 128]")
+            } else {
+                (heads, "[t, n_head]")
+            };
+            if raw.len < need {
+                return Err(short(func, IN[i], need, shape, raw.len));
+            }
+            bufs.push(raw);
+        }
+        let out = self.t(&g, func, "o", &*o)?;
+        if out.len < rows {
+            return Err(short(func, "o", rows, "[t, n_head, 128]", out.len));
+        }
+        let s_in = self.t(&g, func, "state_in", state_in)?;
+        let s_out = self.t(&g, func, "state_out", &*state_out)?;
+        for (name, raw) in [("state_in", &s_in), ("state_out", &s_out)] {
+            if raw.len < state {
+                return Err(short(func, name, state, "[n_head, 128, 128]", raw.len));
+            }
+        }
+        let o_lo = out.addr();
+        let o_hi = o_lo + (rows * 4) as u64;
+        for (i, raw) in bufs.iter().enumerate() {
+            let need = if i < 3 { rows } else { heads };
+            let lo = raw.addr();
+            let hi = lo + (need * 4) as u64;
+            if lo < o_hi && o_lo < hi {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "{}: parameter 'o' overlaps parameter '{}': outputs must not share                          memory with any other argument",
+                        func, IN[i]
+                    ),
+                ));
+            }
+        }
+        let slots = self.slots(
+            &g,
+            func,
+            &[(s_in.addr(), "state_in"), (s_out.addr(), "state_out")],
+        )?;
+        let one = |slot: ptr::NonNull<u64>| sys::MemraSliceU64 {
+            ptr: slot.as_ptr(),
+            len: 1,
+        };
+        let head = |raw: &RawBuf<'_>, i: usize| {
+            if i < 3 {
+                raw.sub::<f32>(0, row).f32()
+            } else {
+                raw.sub::<f32>(0, n_head).f32()
+            }
+        };
+        // SAFETY: a live engine, its lock held; row 0 of every checked input and of `o`, and
+        // one-entry tables holding the addresses of the two states, both long enough.
+        check(unsafe {
+            sys::memra_gdn_scan_s128_batched_view(
+                self.raw(),
+                head(&bufs[0], 0),
+                head(&bufs[1], 1),
+                head(&bufs[2], 2),
+                head(&bufs[3], 3),
+                head(&bufs[4], 4),
+                one(slots[0]),
+                one(slots[1]),
+                out.sub::<f32>(0, row).f32_mut(),
+                n_head,
+                1,
+                scale,
+            )
+        })?;
+        if t == 1 {
+            return Ok(());
+        }
+        let tail = |raw: &RawBuf<'_>, i: usize| {
+            if i < 3 {
+                raw.sub::<f32>(row, rows - row).f32()
+            } else {
+                raw.sub::<f32>(n_head, heads - n_head).f32()
+            }
+        };
+        // SAFETY: as above, for rows 1 .. t; the table row is `[state_out; 3]`: the packed scan
+        // reads its canonical state and writes the final one into the same buffer, which is the
+        // in-place update the kernels support (each column is read before it is written).
+        check(unsafe {
+            sys::memra_gdn_scan_s128_tsnap(
+                self.raw(),
+                tail(&bufs[0], 0),
+                tail(&bufs[1], 1),
+                tail(&bufs[2], 2),
+                tail(&bufs[3], 3),
+                tail(&bufs[4], 4),
+                sys::MemraSliceU64 {
+                    ptr: slots[1].as_ptr(),
+                    len: SLOT_WIDTH,
+                },
+                out.sub::<f32>(row, rows - row).f32_mut(),
+                n_head,
+                t - 1,
+                1,
+                scale,
+                sys::MemraSliceMutF32 {
+                    ptr: ptr::null_mut(),
+                    len: 0,
+                },
             )
         })
     }
@@ -315,14 +720,23 @@ impl Engine {
         table: &impl DevicePtr<u64>,
         w: &impl DevicePtr<f32>,
         conv_outs: &mut impl DevicePtrMut<f32>,
-        snap_conv: Option<&mut dyn DevicePtrMut<f32>>,
+        snap_conv: Option<&mut CudaSlice<f32>>,
         conv_dim: usize,
         d_conv: usize,
         t: usize,
     ) -> Result<()> {
-        self.ssm_conv1d_fused_decode_tloop_batched(
-            qkv, table, w, conv_outs, snap_conv, conv_dim, d_conv, t, 1,
-        )
+        Ok(self.tloop(
+            "Engine::ssm_conv1d_fused_decode_tloop",
+            qkv,
+            table,
+            w,
+            conv_outs,
+            snap_conv,
+            conv_dim,
+            d_conv,
+            t,
+            1,
+        )?)
     }
 
     /// Packed conv for `b_n` sequences of `t` rows each in one launch
@@ -336,19 +750,48 @@ impl Engine {
         table: &impl DevicePtr<u64>,
         w: &impl DevicePtr<f32>,
         conv_outs: &mut impl DevicePtrMut<f32>,
-        snap_conv: Option<&mut dyn DevicePtrMut<f32>>,
+        snap_conv: Option<&mut CudaSlice<f32>>,
         conv_dim: usize,
         d_conv: usize,
         t: usize,
         b_n: usize,
     ) -> Result<()> {
-        const F: &str = "Engine::ssm_conv1d_fused_decode_tloop";
-        let qkv = self.in_f32(F, "qkv", qkv)?;
-        let table = self.in_u64(F, "table", table)?;
-        let w = self.in_f32(F, "w", w)?;
-        let conv_outs = self.out_f32(F, "conv_outs", conv_outs)?;
-        let snap_conv = self.opt_out_f32(F, "snap_conv", snap_conv)?;
-        // SAFETY: a live engine and slices that describe live buffers of it (or {NULL, 0}).
+        Ok(self.tloop(
+            "Engine::ssm_conv1d_fused_decode_tloop_batched",
+            qkv,
+            table,
+            w,
+            conv_outs,
+            snap_conv,
+            conv_dim,
+            d_conv,
+            t,
+            b_n,
+        )?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn tloop(
+        &self,
+        func: &str,
+        qkv: &dyn DevicePtr<f32>,
+        table: &dyn DevicePtr<u64>,
+        w: &dyn DevicePtr<f32>,
+        conv_outs: &mut dyn DevicePtrMut<f32>,
+        snap_conv: Option<&mut CudaSlice<f32>>,
+        conv_dim: usize,
+        d_conv: usize,
+        t: usize,
+        b_n: usize,
+    ) -> Res<()> {
+        let g = self.lock();
+        let qkv = self.t(&g, func, "qkv", qkv)?.f32();
+        let table = self.t(&g, func, "table", table)?.u64();
+        let w = self.t(&g, func, "w", w)?.f32();
+        let conv_outs = self.t(&g, func, "conv_outs", &*conv_outs)?.f32_mut();
+        let snap_conv = self.opt(&g, func, "snap_conv", &snap_conv)?;
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
+        // (or {NULL, 0}).
         check(unsafe {
             sys::memra_ssm_conv1d_fused_decode_tloop(
                 self.raw(),
@@ -387,11 +830,19 @@ impl Engine {
         num_v: usize,
         t: usize,
         scale: f32,
-        snap_ssm: Option<&mut dyn DevicePtrMut<f32>>,
+        snap_ssm: Option<&mut CudaSlice<f32>>,
     ) -> Result<()> {
-        self.gdn_scan_s128_tsnap_batched(
-            q, k, v, g_log, beta, table, o_all, num_v, t, 1, scale, snap_ssm,
-        )
+        Ok(self.tsnap(
+            "Engine::gdn_scan_s128_tsnap",
+            [q, k, v, g_log, beta],
+            table,
+            o_all,
+            num_v,
+            t,
+            1,
+            scale,
+            snap_ssm,
+        )?)
     }
 
     /// Packed scan for `b_n` sequences of `t` rows each in one launch
@@ -411,18 +862,41 @@ impl Engine {
         t: usize,
         b_n: usize,
         scale: f32,
-        snap_ssm: Option<&mut dyn DevicePtrMut<f32>>,
+        snap_ssm: Option<&mut CudaSlice<f32>>,
     ) -> Result<()> {
-        const F: &str = "Engine::gdn_scan_s128_tsnap";
-        let q = self.in_f32(F, "q", q)?;
-        let k = self.in_f32(F, "k", k)?;
-        let v = self.in_f32(F, "v", v)?;
-        let g_log = self.in_f32(F, "g_log", g_log)?;
-        let beta = self.in_f32(F, "beta", beta)?;
-        let table = self.in_u64(F, "table", table)?;
-        let o_all = self.out_f32(F, "o_all", o_all)?;
-        let snap_ssm = self.opt_out_f32(F, "snap_ssm", snap_ssm)?;
-        // SAFETY: a live engine and slices that describe live buffers of it (or {NULL, 0}).
+        Ok(self.tsnap(
+            "Engine::gdn_scan_s128_tsnap_batched",
+            [q, k, v, g_log, beta],
+            table,
+            o_all,
+            num_v,
+            t,
+            b_n,
+            scale,
+            snap_ssm,
+        )?)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn tsnap(
+        &self,
+        func: &str,
+        ins: [&dyn DevicePtr<f32>; 5],
+        table: &dyn DevicePtr<u64>,
+        o_all: &mut dyn DevicePtrMut<f32>,
+        num_v: usize,
+        t: usize,
+        b_n: usize,
+        scale: f32,
+        snap_ssm: Option<&mut CudaSlice<f32>>,
+    ) -> Res<()> {
+        let g = self.lock();
+        let [q, k, v, g_log, beta] = self.scan_inputs(&g, func, ins)?;
+        let table = self.t(&g, func, "table", table)?.u64();
+        let o_all = self.t(&g, func, "o_all", &*o_all)?.f32_mut();
+        let snap_ssm = self.opt(&g, func, "snap_ssm", &snap_ssm)?;
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
+        // (or {NULL, 0}).
         check(unsafe {
             sys::memra_gdn_scan_s128_tsnap(
                 self.raw(),
@@ -441,6 +915,17 @@ impl Engine {
             )
         })
     }
+}
+
+/// The error for a buffer shorter than its shape.
+fn short(func: &str, name: &str, need: usize, shape: &str, got: usize) -> Error {
+    Error::new(
+        Status::InvalidArgument,
+        format!(
+            "{}: parameter '{}': expected at least {} elements ({}), got {}",
+            func, name, need, shape, got
+        ),
+    )
 }
 
 /// The signature both prep entry points share.
