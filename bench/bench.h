@@ -1,12 +1,16 @@
 /*
- * memra_bench: packed versus per-row GDN verify, eager versus graph-replayed, against the
- * memory-bandwidth floor measured in the same run. Uses the public ABI (abi/memra.h) only; on
- * the GPU it also calls the CUDA runtime for events and for the copy-bandwidth measurement
- * (compiled in with MEMRA_BENCH_CUDA, i.e. the Makefile's CUDA=1).
+ * memra_bench: the GDN verify four 1.0 ways (per-row and packed, eager and graph-replayed) and
+ * the 1.1 one-launch verify in its three modes plus the device-side rollback, each against the
+ * bytes it must move at the copy bandwidth measured in the same run. Uses the public ABI
+ * (abi/memra.h) only; on the GPU it also calls the CUDA runtime for events, the copy-bandwidth
+ * measurement and the device description (compiled in with MEMRA_BENCH_CUDA, i.e. the
+ * Makefile's CUDA=1).
  *
- * Files: main.c (command line, sweep, exit status), workload.c (buffers, the four variants,
- * the bit-identity check), timing.c (clocks, copy bandwidth, machine description), report.c
- * (stdout table, bench.csv, bench.json).
+ * Files: main.c (command line, sweep, progress, exit status), workload.c (buffers, the
+ * variants, the bit-identity checks, the bytes each variant moves), timing.c (clocks, copy
+ * bandwidth, machine and build description), report.c (stdout table and summary, bench.csv,
+ * bench.json), compare.c (reading bench.json files, run-to-run comparison), json.c (the JSON
+ * reader compare.c uses), util.c (errors and statistics).
  */
 #ifndef MEMRA_BENCH_H
 #define MEMRA_BENCH_H
@@ -14,28 +18,51 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "memra.h"
 
-/* The four ways of running one verify (T rows of B sequences through conv, prep and scan). */
+/* Version of the bench.json layout (bench/README.md documents it). Files written before the
+ * field existed are read as version 1. */
+#define BENCH_SCHEMA_VERSION 2
+
+/* A configuration whose largest per-variant spread ((max - min) / median) exceeds this is
+ * marked noisy: its variants differ from each other by less than their own scatter. */
+#define BENCH_NOISY_SPREAD 0.10
+
+/* Every variant of one verify (T rows of B sequences through conv, prep and scan). The 1.0
+ * variants come first; a 1.1 variant that fails is marked FAILED on its own, the 1.0 ones
+ * still run. */
 enum bench_variant {
-    BV_ROW_EAGER,  /* T rows x 3 per-row launches with b_n = B, enqueued one by one */
-    BV_ROW_GRAPH,  /* the same 3T launches captured once and replayed */
-    BV_PACK_EAGER, /* conv tloop + prep + scan tsnap over all T rows, snapshots on */
-    BV_PACK_GRAPH, /* the same 3 launches captured once and replayed */
+    BV_ROW_EAGER,    /* T rows x 3 per-row launches with b_n = B, enqueued one by one */
+    BV_ROW_GRAPH,    /* the same 3T launches captured once and replayed */
+    BV_PACK_EAGER,   /* conv tloop + prep + scan tsnap over all T rows, snapshots on */
+    BV_PACK_GRAPH,   /* the same 3 launches captured once and replayed */
+    BV_FUSED,        /* memra_gdn_verify, SNAPSHOTS mode, `o` only, graph-replayed */
+    BV_FUSED_NOSNAP, /* memra_gdn_verify, FINAL_ONLY mode, `o` only, graph-replayed */
+    BV_JOURNAL,      /* memra_gdn_verify, JOURNAL mode, accepted counts uniform in 1..T */
+    BV_JOURNAL_ALL,  /* the same with every row accepted (the most folding work) */
+    BV_ROLLBACK,     /* memra_gdn_rollback after a SNAPSHOTS verify, counts uniform in 1..T */
     BV_COUNT
 };
+#define BV_FIRST_11 BV_FUSED
 
-/* Short names used in the CSV/JSON keys ("row_eager", ...) and in the table header. */
+/* Keys in bench.csv and bench.json ("row_eager", ...), names in the table header
+ * ("row-eager", ...), and whether the stdout table has a column for the variant. */
 extern const char *const bench_variant_key[BV_COUNT];
+extern const char *const bench_variant_name[BV_COUNT];
+extern const bool bench_variant_in_table[BV_COUNT];
+/* The variant with this key, or -1. */
+int bench_variant_from_key(const char *key);
 
 /* One configuration of the sweep, with the derived sizes (element counts). */
 typedef struct bench_config {
     const char *shape;
     size_t num_k, num_v, t, b;
     size_t d_conv, pad, key_dim, value_dim, conv_dim;
-    size_t ring_words;  /* one sequence's conv ring [conv_dim, pad] */
-    size_t state_words; /* one sequence's recurrent state [num_v, 128, 128] */
+    size_t ring_words;    /* one sequence's conv ring [conv_dim, pad] */
+    size_t state_words;   /* one sequence's recurrent state [num_v, 128, 128] */
+    size_t journal_words; /* one sequence's journal (memra_gdn_journal_len), 0 if unknown */
     float eps, scale;
 } bench_config;
 
@@ -49,26 +76,54 @@ void bench_config_init(bench_config *c, const char *shape, size_t num_k, size_t 
  * conv_outs and o). `state_only` is the (T + 1) x state bytes x B term alone: the state floor
  * of docs/performance.md. */
 uint64_t bench_floor_bytes(const bench_config *c, uint64_t *state_only);
+/* The bytes variant `v` moves, counted the same way for its own launches (README.md lists
+ * them term by term). */
+uint64_t bench_variant_bytes(const bench_config *c, int v);
+
+/* Status of one variant in one configuration. */
+enum bench_status {
+    BS_SKIPPED, /* not run: left out on the command line, or the configuration failed first */
+    BS_OK,      /* checked bit-identical, then timed */
+    BS_FAILED   /* its check, its capture or its timing failed; `failure` says how */
+};
+
+#define BENCH_MAX_SAMPLES 64
 
 /* Timing statistics of one variant: per-verify microseconds over `samples` samples, each the
  * time of `reps` back-to-back verifies divided by `reps`. */
 typedef struct bench_stats {
+    int status;
+    char failure[400];
     double med_us, min_us, max_us;
+    double mad_us; /* median absolute deviation from the median */
     size_t samples, reps;
+    double sample_us[BENCH_MAX_SAMPLES]; /* sorted */
+    uint64_t bytes;                      /* what the variant moves per verify */
 } bench_stats;
 
 typedef struct bench_result {
     bench_config cfg;
-    bool ok;           /* checked bit-identical and timed */
+    bool ok;           /* the 1.0 check passed and the 1.0 variants were timed */
     char failure[640]; /* why not, when !ok */
     size_t sets;       /* input/state sets rotated through while timing */
     size_t compared_words;
     uint64_t floor_bytes, floor_state_bytes;
     double floor_us, floor_state_us; /* negative when no bandwidth was measured */
     bench_stats v[BV_COUNT];
+    /* The accepted counts the journal and rollback replays used. */
+    uint64_t accepted_seed;
+    double journal_mean_accepted;
     /* Wall-clock seconds spent building the sets, checking, capturing graphs and timing. */
     double setup_s, check_s, capture_s, timing_s;
 } bench_result;
+
+/* How the library and the bench were built (mk/bench.mk writes it into build_info.h). */
+typedef struct bench_build {
+    const char *commit;
+    const char *cc, *cflags_lib, *cflags_bench;
+    const char *nvcc, *nvccflags, *cuda_archs;
+    bool cuda;
+} bench_build;
 
 /* The run: engine, machine, bandwidth and timing policy. */
 typedef struct bench_env {
@@ -77,14 +132,24 @@ typedef struct bench_env {
     void *stream; /* the engine's cudaStream_t on CUDA */
     int device_ordinal;
     bool quick;
+    bool with_11; /* time the 1.1 variants */
+
+    bench_build build;
+    char library_version[32];
+    char abi_version[16];
+    char command[512]; /* the command line */
 
     char host[128];
     char cpu[160];
+    char os[160];
+    char kernel[200];
     char device[256]; /* GPU name, or the CPU model for the CPU backend */
     char compute_capability[16];
     int multiprocessors;
-    uint64_t cache_bytes;  /* the GPU's L2 (0 on the CPU) */
-    uint64_t memory_bytes; /* device memory, or host MemTotal */
+    uint64_t cache_bytes;                                /* the GPU's L2 (0 on the CPU) */
+    uint64_t memory_bytes;                               /* device memory, or host MemTotal */
+    int sm_clock_mhz, memory_clock_mhz, memory_bus_bits; /* 0 when not readable */
+    char cuda_driver[32], cuda_runtime[32], nvidia_driver[64];
     char date[32];
     char commit[96];
     char notice[256]; /* why the CPU backend was used, when it was */
@@ -111,6 +176,19 @@ void bench_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Formats a failed library call: "what: STATUS: message". Returns -1. */
 int bench_fail_status(const char *what, MemraStatus st);
 
+/* util.c: statistics. */
+int bench_cmp_double(const void *a, const void *b);
+/* Sorts `x` and fills med, min, max and mad of `s` from it. */
+void bench_stats_from_samples(bench_stats *s, double *x, size_t n);
+/* (max - min) / median of one variant. */
+double bench_stats_spread(const bench_stats *s);
+/* The largest spread among the variants of `r` that were timed. */
+double bench_result_spread(const bench_result *r);
+bool bench_result_noisy(const bench_result *r);
+/* GB/s achieved (bytes / median), and the variant's floor at the run's best copy rate. */
+double bench_stats_gbs(const bench_stats *s);
+double bench_stats_floor_us(const bench_env *env, const bench_stats *s);
+
 /* timing.c */
 double bench_now_us(void);
 int bench_device_open(bench_env *env);
@@ -136,18 +214,90 @@ uint64_t bench_set_bytes(const bench_config *c);
 /* Runs the per-row chain and the packed program on set 0 (eager, then graph-replayed) and
  * compares every output, snapshot, final state and final ring bit for bit. Returns 0 when all
  * are identical, 1 on a mismatch (described in `why`), -1 on a library failure. Also captures
- * set 0's graphs. */
+ * set 0's graphs and keeps the reference results for bench_work_check_11(). */
 int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared_words);
-/* Captures the graphs of the remaining sets. */
+/* Checks 1.1 variant `v` on set 0 against the 1.0 results bench_work_check() kept (the journal
+ * check serves BV_JOURNAL and BV_JOURNAL_ALL). Same return values; also captures set 0's graph
+ * of the variant. */
+int bench_work_check_11(bench_work *w, int v, char *why, size_t why_len, size_t *compared_words);
+/* Captures the 1.0 graphs of the remaining sets. */
 int bench_work_capture(bench_work *w);
+/* Captures variant `v`'s graph for the remaining sets. */
+int bench_work_capture_11(bench_work *w, int v);
+/* Brings every set to where variant `v`'s replays start (a journal holding T rows). */
+int bench_work_prepare(bench_work *w, int v);
 /* One verify of `variant` on set `set`. */
 int bench_work_rep(bench_work *w, int variant, size_t set);
 size_t bench_work_sets(const bench_work *w);
+/* The seed of the accepted counts, and their mean over the journal replays so far. */
+uint64_t bench_work_accepted_seed(const bench_work *w);
+double bench_work_journal_mean_accepted(const bench_work *w);
 void bench_work_destroy(bench_work *w);
 
 /* report.c */
-void bench_report_header(const bench_env *env);
-void bench_report_line(const bench_env *env, const bench_result *r);
+void bench_report_header(FILE *f, const bench_env *env);
+void bench_report_line(FILE *f, const bench_env *env, const bench_result *r);
+/* The closing summary: geometric-mean speedups, best and worst floor fractions, counts. */
+void bench_report_summary(FILE *f, const bench_env *env, const bench_result *rs, size_t n,
+                          double seconds);
+int bench_write_csv(const bench_env *env, const char *path, const bench_result *rs, size_t n);
+int bench_write_json(const bench_env *env, const char *path, const bench_result *rs, size_t n);
+/* Writes DIR/bench.csv and DIR/bench.json, creating DIR. */
 int bench_report_files(const bench_env *env, const char *dir, const bench_result *rs, size_t n);
+/* How many FAILED statuses `r` holds: the configuration's own, or one per failed variant. */
+size_t bench_result_failures(const bench_result *r);
+
+/* compare.c: a bench.json read back. */
+typedef struct bench_run_variant {
+    bool present; /* the file has this variant for the configuration */
+    bool ok;
+    double med_us, min_us, max_us, spread;
+    char failure[200];
+} bench_run_variant;
+
+typedef struct bench_run_entry {
+    char shape[32];
+    size_t t, b;
+    bool ok;
+    bool noisy;
+    bench_run_variant v[BV_COUNT];
+} bench_run_entry;
+
+typedef struct bench_run {
+    int schema_version;
+    char library_version[32], commit[96], date[32], backend[16], device[256];
+    bool quick;
+    size_t n;
+    bench_run_entry *e;
+} bench_run;
+
+/* Reads `path`; on failure returns -1 with bench_error set. */
+int bench_run_load(const char *path, bench_run *out);
+/* The same from JSON text (for the tests and for files already read). */
+int bench_run_parse(const char *text, const char *what, bench_run *out);
+void bench_run_free(bench_run *run);
+
+typedef struct bench_compare_opts {
+    /* A slower time is flagged as a regression only when it is more than this fraction slower
+     * than the base as well as beyond both runs' spread. */
+    double threshold;
+} bench_compare_opts;
+
+typedef struct bench_compare_summary {
+    size_t configs_both; /* configurations present in both runs */
+    size_t pairs;        /* (configuration, variant) pairs timed in both runs */
+    size_t regressions;  /* slower beyond both spreads and the threshold, or FAILED now */
+    size_t improvements; /* faster beyond both spreads and the threshold */
+    size_t noisy;        /* configurations noisy in either run */
+    size_t missing;      /* configurations of the base this run lacks */
+    size_t added;        /* configurations of this run the base lacks */
+    double geomean;      /* of every pair's time ratio (this / base) */
+    double geomean_v[BV_COUNT];
+    size_t pairs_v[BV_COUNT];
+} bench_compare_summary;
+
+/* Prints this run (`cur`) beside `base`, configuration by configuration, and fills `s`. */
+void bench_compare(FILE *f, const bench_run *base, const bench_run *cur,
+                   const bench_compare_opts *opts, bench_compare_summary *s);
 
 #endif /* MEMRA_BENCH_H */

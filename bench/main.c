@@ -4,8 +4,10 @@
  *
  * For every configuration (shape, T, B) it builds several independent sets of buffers, checks
  * that the packed program gives bit for bit what the per-row chain gives (refusing to time a
- * wrong result), then times the four variants and relates them to the memory-bandwidth floor
- * measured at the start of the same run.
+ * wrong result), times the four 1.0 variants, then checks each 1.1 variant against the 1.0
+ * packed program and times it, and relates every time to the bytes the variant moves at the
+ * copy bandwidth measured at the start of the same run. With --compare it then sets the run
+ * beside an earlier bench.json.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +16,20 @@
 
 #include "bench.h"
 
+#if defined(__has_include)
+#if __has_include("build_info.h")
+#include "build_info.h"
+#endif
+#endif
 #ifndef MEMRA_BENCH_COMMIT
 #define MEMRA_BENCH_COMMIT "unknown"
+#define MEMRA_BENCH_CC "unknown"
+#define MEMRA_BENCH_CFLAGS_LIB "unknown"
+#define MEMRA_BENCH_CFLAGS "unknown"
+#define MEMRA_BENCH_NVCC ""
+#define MEMRA_BENCH_NVCCFLAGS ""
+#define MEMRA_BENCH_CUDA_ARCHS ""
+#define MEMRA_BENCH_LIB_CUDA 0
 #endif
 
 typedef struct shape_def {
@@ -27,13 +41,21 @@ static const shape_def shapes[] = {{"small", 2, 4}, {"ornith", 16, 32}};
 
 #define MAX_LIST 16
 
+/* Exit statuses (also in usage() and bench/README.md). */
+enum { EXIT_FAILED = 1, EXIT_SETUP = 2, EXIT_REGRESSION = 3 };
+
 typedef struct options {
     const char *out;
     const char *backend;
     const char *shape;
     const char *commit;
+    const char *compare; /* base bench.json */
+    const char *against; /* compare this file instead of running */
+    bool fail_on_regression;
+    double threshold;
     int device;
     bool quick;
+    bool with_11;
     size_t t[MAX_LIST], n_t;
     size_t b[MAX_LIST], n_b;
     size_t samples;
@@ -43,14 +65,23 @@ static void usage(FILE *f)
 {
     fputs("usage: memra_bench [--out DIR] [--quick] [--backend auto|cuda|cpu] [--device N]\n"
           "                   [--shape small|ornith|all] [--t 1,2,4] [--b 1,8] [--samples N]\n"
-          "                   [--commit TEXT]\n"
-          "Checks that the packed GDN verify is bit-identical to the per-row chain, then times\n"
-          "per-row and packed, eager and graph-replayed, against the copy-bandwidth floor.\n"
+          "                   [--no-1.1] [--commit TEXT]\n"
+          "                   [--compare BASE.json [--against NEW.json] [--threshold PCT]\n"
+          "                    [--fail-on-regression]]\n"
+          "Checks that the packed GDN verify is bit-identical to the per-row chain and that the\n"
+          "1.1 verify (fused, fused-nosnap, journal) and rollback are bit-identical to the packed\n"
+          "program, then times every variant against the bytes it moves at the copy bandwidth.\n"
           "Writes DIR/bench.csv and DIR/bench.json (DIR defaults to results); bench/plot.sh\n"
           "draws DIR/bench.png. --backend defaults to $MEMRA_BACKEND, else auto (CUDA when a\n"
           "device is usable, else the CPU). Defaults: T 1,2,4,8,16; B 1,8,32 on the GPU and\n"
-          "1,8 on the CPU; --quick runs a reduced sweep with fewer samples.\n"
-          "Exit status: 0 all configurations checked and timed, 1 some FAILED, 2 setup error.\n",
+          "1,8 on the CPU; --quick runs a reduced sweep with fewer samples. --no-1.1 times the\n"
+          "1.0 variants only. Progress goes to stderr, the table to stdout.\n"
+          "--compare BASE.json: after the run, prints it beside BASE (time ratios, geometric\n"
+          "means, regressions beyond both runs' spread and --threshold, default 2%); with\n"
+          "--against NEW.json it compares the two files and runs nothing.\n"
+          "Exit status: 0 all configurations checked and timed, 1 some configuration or column\n"
+          "FAILED, 2 setup error (or an unreadable file), 3 a flagged regression under\n"
+          "--fail-on-regression.\n",
           f);
 }
 
@@ -75,6 +106,8 @@ static int parse_args(int argc, char **argv, options *o)
     o->backend = getenv("MEMRA_BACKEND");
     o->shape = "all";
     o->commit = MEMRA_BENCH_COMMIT;
+    o->threshold = 0.02;
+    o->with_11 = true;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -84,6 +117,12 @@ static int parse_args(int argc, char **argv, options *o)
             exit(0);
         } else if (strcmp(a, "--quick") == 0) {
             o->quick = true;
+            takes = false;
+        } else if (strcmp(a, "--no-1.1") == 0) {
+            o->with_11 = false;
+            takes = false;
+        } else if (strcmp(a, "--fail-on-regression") == 0) {
+            o->fail_on_regression = true;
             takes = false;
         } else if (val == NULL) {
             fprintf(stderr, "memra_bench: %s needs a value\n", a);
@@ -96,6 +135,18 @@ static int parse_args(int argc, char **argv, options *o)
             o->shape = val;
         } else if (strcmp(a, "--commit") == 0) {
             o->commit = val;
+        } else if (strcmp(a, "--compare") == 0) {
+            o->compare = val;
+        } else if (strcmp(a, "--against") == 0) {
+            o->against = val;
+        } else if (strcmp(a, "--threshold") == 0) {
+            char *end;
+            double pct = strtod(val, &end);
+            if (end == val || *end != '\0' || pct < 0.0 || pct >= 100.0) {
+                fprintf(stderr, "memra_bench: --threshold takes a percentage, got '%s'\n", val);
+                return -1;
+            }
+            o->threshold = pct / 100.0;
         } else if (strcmp(a, "--device") == 0) {
             o->device = atoi(val);
         } else if (strcmp(a, "--t") == 0) {
@@ -110,6 +161,8 @@ static int parse_args(int argc, char **argv, options *o)
             }
         } else if (strcmp(a, "--samples") == 0) {
             o->samples = strtoul(val, NULL, 10);
+            if (o->samples > BENCH_MAX_SAMPLES)
+                o->samples = BENCH_MAX_SAMPLES;
         } else {
             fprintf(stderr, "memra_bench: unknown argument '%s'\n", a);
             usage(stderr);
@@ -132,6 +185,10 @@ static int parse_args(int argc, char **argv, options *o)
     }
     if (o->device < 0) {
         fprintf(stderr, "memra_bench: --device must be >= 0\n");
+        return -1;
+    }
+    if ((o->against != NULL || o->fail_on_regression) && o->compare == NULL) {
+        fprintf(stderr, "memra_bench: --against and --fail-on-regression need --compare\n");
         return -1;
     }
     return 0;
@@ -179,11 +236,13 @@ static int create_engine(bench_env *env, const options *o)
 static void timing_policy(bench_env *env, const options *o)
 {
     if (env->backend == MEMRA_BACKEND_CUDA) {
-        /* Revisit a set only after four L2s' worth of other sets has gone through the cache. */
+        /* Revisit a set only after four L2s' worth of other sets has gone through the cache.
+         * The smallest variants (fused-nosnap, rollback of the small shape) move about half a
+         * MiB per verify, hence up to 512 sets. */
         env->rotate_bytes = 4 * env->cache_bytes;
         if (env->rotate_bytes < (UINT64_C(128) << 20))
             env->rotate_bytes = UINT64_C(128) << 20;
-        env->max_sets = 256;
+        env->max_sets = 512;
         env->sample_us = 2000.0;
         env->samples = o->quick ? 7 : 15;
         env->warmup_us = 100e3;
@@ -197,7 +256,7 @@ static void timing_policy(bench_env *env, const options *o)
         env->sample_us = o->quick ? 5e3 : 20e3;
         env->samples = o->quick ? 5 : 7;
         env->warmup_us = o->quick ? 10e3 : 50e3;
-        env->variant_us = o->quick ? 0.2e6 : 2.0e6;
+        env->variant_us = o->quick ? 0.15e6 : 2.0e6;
         env->clock_method = "CLOCK_MONOTONIC around each sample (the CPU backend is synchronous)";
     }
     if (o->samples > 0)
@@ -216,12 +275,6 @@ static int one_rep(void *user, size_t rep)
     return bench_work_rep(x->w, x->variant, rep % x->sets);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Times one variant: a first rep to estimate, a warm-up over the whole rotation (within the
  * warm-up budget), then samples of `reps` back-to-back verifies each. The rotation continues
  * across samples, so a set is never reused before the others have all run. */
@@ -229,7 +282,7 @@ static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
 {
     rep_ctx x = {w, variant, bench_work_sets(w)};
     size_t rot = 0, warm, reps, n;
-    double us, est, per[64];
+    double us, est, per[BENCH_MAX_SAMPLES];
 
     if (bench_time_reps(env, one_rep, &x, rot, 1, &us) != 0)
         return -1;
@@ -254,40 +307,111 @@ static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
         if (n < 3)
             n = 3;
     }
-    if (n > sizeof per / sizeof per[0])
-        n = sizeof per / sizeof per[0];
+    if (n > BENCH_MAX_SAMPLES)
+        n = BENCH_MAX_SAMPLES;
     for (size_t s = 0; s < n; s++) {
         if (bench_time_reps(env, one_rep, &x, rot, reps, &us) != 0)
             return -1;
         rot += reps;
         per[s] = us / (double)reps;
     }
-    qsort(per, n, sizeof per[0], cmp_double);
-    out->samples = n;
     out->reps = reps;
-    out->min_us = per[0];
-    out->max_us = per[n - 1];
-    out->med_us = n % 2 ? per[n / 2] : 0.5 * (per[n / 2 - 1] + per[n / 2]);
+    bench_stats_from_samples(out, per, n);
     return 0;
 }
 
-static void run_config(bench_env *env, const bench_config *c, bench_result *r)
+/* A device fault is sticky: nothing after it can run on this engine. */
+static bool device_faulted(bench_env *env)
+{
+    return memra_engine_synchronize(env->engine) == MEMRA_STATUS_DEVICE_ERROR;
+}
+
+static void fail_variant(bench_result *r, int v, const char *why)
+{
+    r->v[v].status = BS_FAILED;
+    snprintf(r->v[v].failure, sizeof r->v[v].failure, "%s", why);
+}
+
+/* The 1.1 variants, each on its own: check on set 0, capture the other sets, time. A failure
+ * marks that variant's column and moves on to the next. Returns false when the device
+ * faulted (the sweep must stop). */
+static bool run_11(bench_env *env, bench_work *w, bench_result *r)
+{
+    static const int order[] = {BV_FUSED, BV_FUSED_NOSNAP, BV_JOURNAL, BV_JOURNAL_ALL, BV_ROLLBACK};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const int v = order[i];
+        char why[sizeof r->v[v].failure] = "";
+        double t0 = bench_now_us(), t1;
+        int rc;
+        if (v == BV_JOURNAL_ALL) {
+            /* The journal check covers both replays (accepted counts drawn and all T). */
+            rc = r->v[BV_JOURNAL].status == BS_FAILED ? 1 : 0;
+            if (rc != 0)
+                snprintf(why, sizeof why, "%s", r->v[BV_JOURNAL].failure);
+        } else {
+            size_t words = 0;
+            rc = bench_work_check_11(w, v, why, sizeof why, &words);
+            if (rc < 0)
+                snprintf(why, sizeof why, "%.390s", bench_error);
+            r->compared_words += words;
+        }
+        t1 = bench_now_us();
+        r->check_s += (t1 - t0) / 1e6;
+        t0 = t1;
+        if (rc == 0 && bench_work_capture_11(w, v) != 0) {
+            snprintf(why, sizeof why, "%.390s", bench_error);
+            rc = -1;
+        }
+        t1 = bench_now_us();
+        r->capture_s += (t1 - t0) / 1e6;
+        t0 = t1;
+        if (rc == 0 && (bench_work_prepare(w, v) != 0 || measure(env, w, v, &r->v[v]) != 0)) {
+            snprintf(why, sizeof why, "timing: %.380s", bench_error);
+            rc = -1;
+        }
+        r->timing_s += (bench_now_us() - t0) / 1e6;
+        if (rc != 0) {
+            fail_variant(r, v, why);
+            if (device_faulted(env)) {
+                for (size_t k = i + 1; k < sizeof order / sizeof order[0]; k++)
+                    fail_variant(r, order[k], "not run: the device faulted");
+                return false;
+            }
+        } else {
+            r->v[v].status = BS_OK;
+        }
+    }
+    r->accepted_seed = bench_work_accepted_seed(w);
+    r->journal_mean_accepted = bench_work_journal_mean_accepted(w);
+    return true;
+}
+
+/* Runs one configuration. Returns false when the device faulted. */
+static bool run_config(bench_env *env, const bench_config *c, bench_result *r)
 {
     bench_work *w = NULL;
-    uint64_t set_bytes, budget;
+    uint64_t set_bytes, budget, min_bytes;
     size_t sets;
     double t0 = bench_now_us(), t1;
     int rc;
+    bool alive = true;
 
     memset(r, 0, sizeof *r);
     r->cfg = *c;
     r->floor_bytes = bench_floor_bytes(c, &r->floor_state_bytes);
     r->floor_us = (double)r->floor_bytes / (env->copy_best_gbs * 1e3);
     r->floor_state_us = (double)r->floor_state_bytes / (env->copy_best_gbs * 1e3);
+    min_bytes = r->floor_bytes;
+    for (int v = 0; v < BV_COUNT; v++) {
+        r->v[v].bytes = bench_variant_bytes(c, v);
+        r->v[v].status = BS_SKIPPED;
+        if ((v < BV_FIRST_11 || env->with_11) && r->v[v].bytes < min_bytes)
+            min_bytes = r->v[v].bytes;
+    }
 
-    /* Enough sets that each is revisited only after rotate_bytes of other traffic, as many as
-     * the memory budget allows. */
-    sets = (size_t)((env->rotate_bytes + r->floor_bytes - 1) / r->floor_bytes);
+    /* Enough sets that each is revisited only after rotate_bytes of other traffic by the
+     * variant that moves the fewest bytes, as many as the memory budget allows. */
+    sets = (size_t)((env->rotate_bytes + min_bytes - 1) / min_bytes);
     if (sets > env->max_sets)
         sets = env->max_sets;
     if (sets < 1)
@@ -298,7 +422,7 @@ static void run_config(bench_env *env, const bench_config *c, bench_result *r)
         snprintf(r->failure, sizeof r->failure,
                  "one set needs %.0f MiB, only %.0f MiB may be allocated", set_bytes / 1048576.0,
                  budget / 1048576.0);
-        return;
+        return true;
     }
     if ((uint64_t)sets * set_bytes > budget)
         sets = (size_t)(budget / set_bytes);
@@ -306,7 +430,7 @@ static void run_config(bench_env *env, const bench_config *c, bench_result *r)
 
     if (bench_work_create(env, c, sets, &w) != 0) {
         snprintf(r->failure, sizeof r->failure, "%s", bench_error);
-        return;
+        return !device_faulted(env);
     }
     t1 = bench_now_us();
     r->setup_s = (t1 - t0) / 1e6;
@@ -324,15 +448,23 @@ static void run_config(bench_env *env, const bench_config *c, bench_result *r)
     t1 = bench_now_us();
     r->capture_s = (t1 - t0) / 1e6;
     t0 = t1;
-    for (int v = 0; v < BV_COUNT && rc == 0; v++)
+    for (int v = 0; v < BV_FIRST_11 && rc == 0; v++) {
         if (measure(env, w, v, &r->v[v]) != 0) {
             snprintf(r->failure, sizeof r->failure, "timing %s: %.600s", bench_variant_key[v],
                      bench_error);
             rc = -1;
+        } else {
+            r->v[v].status = BS_OK;
         }
+    }
     r->timing_s = (bench_now_us() - t0) / 1e6;
     r->ok = rc == 0;
+    if (!r->ok)
+        alive = !device_faulted(env);
+    else if (env->with_11)
+        alive = run_11(env, w, r);
     bench_work_destroy(w);
+    return alive;
 }
 
 /* The quick sweep (CI's smoke test) keeps the production shape to its cheapest verifies. */
@@ -349,52 +481,96 @@ static bool abi_usable(uint32_t abi, uint32_t major, uint32_t minor)
     return (abi >> 16) == major && (abi & 0xffff) >= minor;
 }
 
+/* Compares the file `cur_path` with `base`; returns the exit status the comparison asks for. */
+static int run_compare(const options *o, const bench_run *base, const char *cur_path)
+{
+    bench_run cur;
+    bench_compare_opts copts = {o->threshold};
+    bench_compare_summary s;
+    if (bench_run_load(cur_path, &cur) != 0) {
+        fprintf(stderr, "memra_bench: --compare: %s\n", bench_error);
+        return EXIT_SETUP;
+    }
+    bench_compare(stdout, base, &cur, &copts, &s);
+    bench_run_free(&cur);
+    return o->fail_on_regression && s.regressions > 0 ? EXIT_REGRESSION : 0;
+}
+
+static void join_args(char *out, size_t len, int argc, char **argv)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < argc && used + 1 < len; i++)
+        used += (size_t)snprintf(out + used, len - used, "%s%s", i ? " " : "", argv[i]);
+}
+
 int main(int argc, char **argv)
 {
     options o;
     bench_env env;
+    bench_run base;
     bench_result *results;
-    size_t n_results = 0, n_failed = 0, cap;
+    size_t n_results = 0, n_failed = 0, n_total = 0, cap;
     const size_t t_full[] = {1, 2, 4, 8, 16}, t_quick[] = {1, 2, 4, 8};
     const size_t b_gpu[] = {1, 8, 32}, b_cpu[] = {1, 8}, b_quick[] = {1, 8};
     uint32_t abi = memra_abi_version();
-    bool aborted = false;
+    bool aborted = false, tty = isatty(2) != 0;
     char path[1200];
     double start_us = bench_now_us();
+    int status;
 
     if (parse_args(argc, argv, &o) != 0)
-        return 2;
+        return EXIT_SETUP;
+    /* The base is read first: it may be the very file this run replaces. */
+    if (o.compare != NULL && bench_run_load(o.compare, &base) != 0) {
+        fprintf(stderr, "memra_bench: --compare: %s\n", bench_error);
+        return EXIT_SETUP;
+    }
+    if (o.against != NULL) {
+        status = run_compare(&o, &base, o.against);
+        bench_run_free(&base);
+        return status;
+    }
     if (!abi_usable(abi, MEMRA_VERSION_MAJOR, MEMRA_VERSION_MINOR)) {
         fprintf(stderr,
                 "memra_bench: libmemra ABI %u.%u cannot serve this bench (built for %d.%d)\n",
                 (unsigned)(abi >> 16), (unsigned)(abi & 0xffff), MEMRA_VERSION_MAJOR,
                 MEMRA_VERSION_MINOR);
-        return 2;
+        return EXIT_SETUP;
     }
     memset(&env, 0, sizeof env);
     env.quick = o.quick;
+    env.with_11 = o.with_11;
+    env.build =
+        (bench_build){MEMRA_BENCH_COMMIT,     MEMRA_BENCH_CC,           MEMRA_BENCH_CFLAGS_LIB,
+                      MEMRA_BENCH_CFLAGS,     MEMRA_BENCH_NVCC,         MEMRA_BENCH_NVCCFLAGS,
+                      MEMRA_BENCH_CUDA_ARCHS, MEMRA_BENCH_LIB_CUDA != 0};
+    snprintf(env.library_version, sizeof env.library_version, "%s", memra_version_string());
+    snprintf(env.abi_version, sizeof env.abi_version, "%u.%u", (unsigned)(abi >> 16),
+             (unsigned)(abi & 0xffff));
     snprintf(env.commit, sizeof env.commit, "%s", o.commit);
+    join_args(env.command, sizeof env.command, argc, argv);
     if (create_engine(&env, &o) != 0) {
         fprintf(stderr, "memra_bench: %s\n", bench_error);
-        return 2;
+        return EXIT_SETUP;
     }
     if (env.notice[0])
         printf("memra_bench: %s\n", env.notice);
     if (env.backend == MEMRA_BACKEND_CUDA &&
         memra_engine_stream(env.engine, &env.stream) != MEMRA_STATUS_OK) {
         fprintf(stderr, "memra_bench: memra_engine_stream: %s\n", memra_last_error_message());
-        return 2;
+        return EXIT_SETUP;
     }
     bench_describe_machine(&env);
     if (bench_device_open(&env) != 0) {
         fprintf(stderr, "memra_bench: %s\n", bench_error);
-        return 2;
+        return EXIT_SETUP;
     }
     /* The policy needs the device's cache size; the floor needs the bandwidth. */
     timing_policy(&env, &o);
     if (bench_copy_bandwidth(&env) != 0) {
         fprintf(stderr, "memra_bench: %s\n", bench_error);
-        return 2;
+        return EXIT_SETUP;
     }
 
     /* Nothing from an earlier run may be mistaken for this one's. */
@@ -414,14 +590,18 @@ int main(int argc, char **argv)
         o.n_b = o.quick ? 2 : env.backend == MEMRA_BACKEND_CUDA ? 3 : 2;
         memcpy(o.b, src, o.n_b * sizeof *src);
     }
-    cap = 2 * o.n_t * o.n_b;
+    for (size_t si = 0; si < 2; si++)
+        for (size_t bi = 0; bi < o.n_b; bi++)
+            for (size_t ti = 0; ti < o.n_t; ti++)
+                n_total += in_sweep(&o, si, o.t[ti], o.b[bi]);
+    cap = n_total > 0 ? n_total : 1;
     results = calloc(cap, sizeof *results);
     if (results == NULL) {
         fprintf(stderr, "memra_bench: out of host memory\n");
-        return 2;
+        return EXIT_SETUP;
     }
 
-    bench_report_header(&env);
+    bench_report_header(stdout, &env);
     for (size_t si = 0; si < 2 && !aborted; si++)
         for (size_t bi = 0; bi < o.n_b && !aborted; bi++)
             for (size_t ti = 0; ti < o.n_t && !aborted; ti++) {
@@ -430,30 +610,45 @@ int main(int argc, char **argv)
                 if (!in_sweep(&o, si, o.t[ti], o.b[bi]))
                     continue;
                 r = &results[n_results++];
+                /* Progress on stderr, so that the table on stdout stays clean; on a terminal
+                 * the line is erased again before the table line comes. */
+                fprintf(stderr, "%s[%zu/%zu] %s T=%zu B=%zu (%.0f s)%s", tty ? "\r\033[K" : "",
+                        n_results, n_total, shapes[si].name, o.t[ti], o.b[bi],
+                        (bench_now_us() - start_us) / 1e6, tty ? "" : "\n");
                 bench_config_init(&c, shapes[si].name, shapes[si].num_k, shapes[si].num_v, o.t[ti],
                                   o.b[bi]);
-                run_config(&env, &c, r);
-                bench_report_line(&env, r);
-                if (!r->ok) {
-                    n_failed++;
-                    /* A device fault is sticky: nothing after it could run. */
-                    if (memra_engine_synchronize(env.engine) == MEMRA_STATUS_DEVICE_ERROR) {
-                        printf("memra_bench: the device faulted (%s); stopping the sweep\n",
-                               memra_last_error_message());
-                        aborted = true;
-                    }
+                if (!run_config(&env, &c, r)) {
+                    printf("memra_bench: the device faulted (%s); stopping the sweep\n",
+                           memra_last_error_message());
+                    aborted = true;
                 }
+                if (tty)
+                    fputs("\r\033[K", stderr);
+                bench_report_line(stdout, &env, r);
+                n_failed += bench_result_failures(r);
                 if (bench_report_files(&env, o.out, results, n_results) != 0) {
                     fprintf(stderr, "memra_bench: %s\n", bench_error);
                     aborted = true;
                     n_failed++;
                 }
             }
-    printf("memra_bench: %zu configurations, %zu FAILED, %.1f s; wrote %s/bench.csv and "
-           "%s/bench.json\n",
-           n_results, n_failed, (bench_now_us() - start_us) / 1e6, o.out, o.out);
+    bench_report_summary(stdout, &env, results, n_results, (bench_now_us() - start_us) / 1e6);
+    printf("memra_bench: %zu configurations, %zu FAILED (configurations and columns); wrote "
+           "%s/bench.csv and %s/bench.json\n",
+           n_results, n_failed, o.out, o.out);
     free(results);
     bench_device_close(&env);
     (void)memra_engine_destroy(env.engine);
-    return n_failed > 0 || aborted ? 1 : 0;
+    status = n_failed > 0 || aborted ? EXIT_FAILED : 0;
+    if (o.compare != NULL) {
+        int cs;
+        printf("\n");
+        snprintf(path, sizeof path, "%s/bench.json", o.out);
+        cs = run_compare(&o, &base, path);
+        bench_run_free(&base);
+        /* A FAILED configuration outranks a regression; an unreadable file outranks both. */
+        if (cs == EXIT_SETUP || status == 0)
+            status = cs;
+    }
+    return status;
 }

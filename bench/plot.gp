@@ -1,51 +1,94 @@
-# Time per verify against T for the four variants and the memory-bandwidth floor, one panel per
-# shape (rows) and B (columns). Called by bench/plot.sh with the variables csv, png, shapes,
-# bvals, panels (" shape:B ..." with data) and title.
-#
-# bench.csv columns: 1 shape, 4 t, 5 b, 8 status, 11 floor_us, then median/min/max per variant:
-# 13-15 row_eager, 16-18 row_graph, 19-21 packed_eager, 22-24 packed_graph.
+# Time per verify against T for every variant timed and the two memory floors, one panel per
+# shape and B (pshapes and pbs list them, pairwise), then `extra` summary panels over all of
+# them: speedup of packed over per-row, the packed graph's floor fraction, the spread. Called by
+# bench/plot.sh with csv, png, pshapes, pbs, present (" key ... " of the variants with results),
+# rows, cols, extra, title and noisy (the spread threshold). bench.csv columns are read by name.
 
 set datafile separator ','
-nshape = words(shapes)
-nb = words(bvals)
-set terminal pngcairo size 460 * nb, 360 * nshape + 30 font 'sans,9'
+set datafile columnheaders
+npanel = words(pshapes)
+set terminal pngcairo size 520 * cols, 400 * rows + 40 font 'sans,9'
 set output png
-set multiplot layout nshape, nb title title font 'sans,11'
+set multiplot layout rows, cols title title font 'sans,11'
 
 set logscale x 2
-set logscale y 10
-set format y '10^{%L}'
 set xtics (1, 2, 4, 8, 16, 32, 64)
 set offsets graph 0.04, graph 0.04, 0, 0
 set xlabel 'T (rows per verify)'
-set ylabel 'time per verify (us)'
 set grid xtics ytics mytics lc rgb '#dddddd'
-set key top left font 'sans,8' spacing 0.9 box opaque
 set bars small
 
+# One style per variant, in the order of vkeys; 10 and 11 are the floors.
+vkeys = 'row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback'
+vnames = '"per-row eager" "per-row graph" "packed eager" "packed graph" fused fused-nosnap journal "journal, all accepted" rollback'
 set style line 1 lc rgb '#d95f02' lw 1.5 pt 7 ps 0.6 dt 2
 set style line 2 lc rgb '#d95f02' lw 2 pt 7 ps 0.6
 set style line 3 lc rgb '#1b9e77' lw 1.5 pt 5 ps 0.6 dt 2
 set style line 4 lc rgb '#1b9e77' lw 2 pt 5 ps 0.6
-set style line 5 lc rgb '#000000' lw 1.5 dt 3
+set style line 5 lc rgb '#386cb0' lw 2 pt 9 ps 0.7
+set style line 6 lc rgb '#386cb0' lw 1.5 pt 8 ps 0.7 dt 4
+set style line 7 lc rgb '#7570b3' lw 2 pt 13 ps 0.7
+set style line 8 lc rgb '#7570b3' lw 1.5 pt 12 ps 0.7 dt 2
+set style line 9 lc rgb '#666666' lw 1.5 pt 3 ps 0.6
+set style line 10 lc rgb '#000000' lw 1.5 dt 3
+set style line 11 lc rgb '#000000' lw 1 dt 5
 
-# Column c of the rows of the current panel (shape s, B = b), NaN elsewhere (incl. the header).
-sel(c) = (strcol(1) eq s && column(5) == b && strcol(8) eq 'ok') ? column(c) : NaN
+# Column c of the rows of the current panel (shape s, B = b) that were checked, NaN elsewhere.
+sel(c) = (strcol('shape') eq s && column('b') == b && strcol('status') eq 'ok') ? column(c) : NaN
+# The same for row i's shape and B of the summary panels.
+seli(i, c) = (strcol('shape') eq word(pshapes, i) && column('b') == word(pbs, i) + 0 && \
+              strcol('status') eq 'ok') ? column(c) : NaN
 
-do for [si = 1:nshape] {
-    do for [bi = 1:nb] {
-        s = word(shapes, si)
-        b = word(bvals, bi) + 0
-        if (strstrt(panels, sprintf(' %s:%d ', s, b)) == 0) {
-            set multiplot next
-        } else {
-            set title sprintf('%s, B = %d', s, b)
-            plot csv using (sel(4)):(sel(13)):(sel(14)):(sel(15)) with yerrorlines ls 1 title 'per-row eager', \
-                 '' using (sel(4)):(sel(16)):(sel(17)):(sel(18)) with yerrorlines ls 2 title 'per-row graph', \
-                 '' using (sel(4)):(sel(19)):(sel(20)):(sel(21)) with yerrorlines ls 3 title 'packed eager', \
-                 '' using (sel(4)):(sel(22)):(sel(23)):(sel(24)) with yerrorlines ls 4 title 'packed graph', \
-                 '' using (sel(4)):(sel(11)) with lines ls 5 title 'memory floor'
+do for [pi = 1:npanel] {
+    s = word(pshapes, pi)
+    b = word(pbs, pi) + 0
+    set title sprintf('%s, B = %d', s, b)
+    set logscale y 10
+    set autoscale y
+    set format y '10^{%L}'
+    set ylabel 'time per verify (us)'
+    if (pi == 1) {
+        set key top left font 'sans,7' spacing 0.85 box opaque
+    } else {
+        unset key
+    }
+    cmd = ''
+    do for [vi = 1:words(vkeys)] {
+        k = word(vkeys, vi)
+        if (strstrt(present, ' '.k.' ') > 0) {
+            cmd = cmd.sprintf("csv using (sel('t')):(sel('%s_med_us')):(sel('%s_min_us')):(sel('%s_max_us')) with yerrorlines ls %d title '%s', ", \
+                              k, k, k, vi, word(vnames, vi))
         }
     }
+    cmd = cmd."csv using (sel('t')):(sel('floor_us')) with lines ls 10 title 'floor, snapshots', "
+    cmd = cmd."csv using (sel('t')):(sel('fused_nosnap_floor_us')) with lines ls 11 title 'floor, no snapshots'"
+    eval('plot '.cmd)
+}
+
+unset logscale y
+set format y '%g'
+set key top left font 'sans,7' spacing 0.85 box opaque
+if (extra >= 1) {
+    set title 'speedup: per-row graph / packed graph'
+    set ylabel 'speedup (x)'
+    set yrange [0:*]
+    plot for [i = 1:npanel] csv using (seli(i, 't')):(seli(i, 'speedup_graph')) with linespoints \
+             lw 1.5 pt 7 ps 0.6 title sprintf('%s, B = %s', word(pshapes, i), word(pbs, i)), \
+         1 with lines ls 10 notitle
+}
+if (extra >= 2) {
+    set title 'packed graph: floor / median'
+    set ylabel 'floor fraction (%)'
+    set yrange [0:100]
+    plot for [i = 1:npanel] csv using (seli(i, 't')):(100 * seli(i, 'packed_graph_floor_frac')) \
+             with linespoints lw 1.5 pt 7 ps 0.6 title sprintf('%s, B = %s', word(pshapes, i), word(pbs, i))
+}
+if (extra >= 3) {
+    set title sprintf('spread: largest (max - min) / median (noisy above %.0f%%)', 100 * noisy)
+    set ylabel 'spread (%)'
+    set yrange [0:*]
+    plot for [i = 1:npanel] csv using (seli(i, 't')):(100 * seli(i, 'spread')) with linespoints \
+             lw 1.5 pt 7 ps 0.6 title sprintf('%s, B = %s', word(pshapes, i), word(pbs, i)), \
+         100 * noisy with lines ls 10 notitle
 }
 unset multiplot

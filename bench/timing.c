@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +53,28 @@ int bench_device_open(bench_env *env)
         env->multiprocessors = prop.multiProcessorCount;
         env->cache_bytes = (uint64_t)prop.l2CacheSize;
         env->memory_bytes = (uint64_t)prop.totalGlobalMem;
+        /* Peak clocks and the bus width, where this runtime still reports them (they left
+         * cudaDeviceProp in CUDA 13; the attributes remain). A value the runtime refuses stays
+         * 0 and is printed as unknown. */
+        {
+            int khz = 0, bits = 0, v = 0;
+            if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, env->device_ordinal) ==
+                cudaSuccess)
+                env->sm_clock_mhz = khz / 1000;
+            if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, env->device_ordinal) ==
+                cudaSuccess)
+                env->memory_clock_mhz = khz / 1000;
+            if (cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth,
+                                       env->device_ordinal) == cudaSuccess)
+                env->memory_bus_bits = bits;
+            if (cudaDriverGetVersion(&v) == cudaSuccess)
+                snprintf(env->cuda_driver, sizeof env->cuda_driver, "%d.%d", v / 1000,
+                         v % 1000 / 10);
+            if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+                snprintf(env->cuda_runtime, sizeof env->cuda_runtime, "%d.%d", v / 1000,
+                         v % 1000 / 10);
+            (void)cudaGetLastError(); /* a refused attribute is not an error of the run */
+        }
         if ((err = cudaEventCreate(&ev_start)) != cudaSuccess ||
             (err = cudaEventCreate(&ev_stop)) != cudaSuccess)
             return cuda_failed("cudaEventCreate", err);
@@ -107,11 +130,54 @@ static uint64_t meminfo_bytes(const char *key)
     return (uint64_t)strtoull(v, NULL, 10) * 1024; /* reported in kB */
 }
 
+/* The NVIDIA kernel module's version from its /proc file ("NVRM version: NVIDIA UNIX ...
+ * Kernel Module  580.159.04  ..."), or "" where there is none. */
+static void nvidia_driver(char *out, size_t out_len)
+{
+    char line[256];
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    out[0] = '\0';
+    if (f == NULL)
+        return;
+    if (fgets(line, sizeof line, f) != NULL) {
+        const char *p = strstr(line, "Kernel Module");
+        if (p != NULL) {
+            p += strlen("Kernel Module");
+            while (*p == ' ' || *p == '\t')
+                p++;
+            snprintf(out, out_len, "%.*s", (int)strcspn(p, " \t\n"), p);
+        }
+    }
+    fclose(f);
+}
+
+/* PRETTY_NAME of /etc/os-release, unquoted, or "" where there is none. */
+static void os_name(char *out, size_t out_len)
+{
+    static const char key[] = "PRETTY_NAME=";
+    char line[256];
+    FILE *f = fopen("/etc/os-release", "r");
+    out[0] = '\0';
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f) != NULL) {
+        const char *p = line + strlen(key);
+        if (strncmp(line, key, strlen(key)) != 0)
+            continue;
+        if (*p == '"')
+            p++;
+        snprintf(out, out_len, "%.*s", (int)strcspn(p, "\"\n"), p);
+        break;
+    }
+    fclose(f);
+}
+
 void bench_describe_machine(bench_env *env)
 {
     char model[128];
     time_t now = time(NULL);
     struct tm tm;
+    struct utsname u;
 
     if (gethostname(env->host, sizeof env->host) != 0)
         snprintf(env->host, sizeof env->host, "unknown");
@@ -121,6 +187,15 @@ void bench_describe_machine(bench_env *env)
              sysconf(_SC_NPROCESSORS_ONLN));
     gmtime_r(&now, &tm);
     strftime(env->date, sizeof env->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    os_name(env->os, sizeof env->os);
+    if (env->os[0] == '\0')
+        snprintf(env->os, sizeof env->os, "unknown");
+    if (uname(&u) == 0)
+        snprintf(env->kernel, sizeof env->kernel, "%.32s %.64s %.16s (%.64s)", u.sysname, u.release,
+                 u.machine, u.version);
+    else
+        snprintf(env->kernel, sizeof env->kernel, "unknown");
+    nvidia_driver(env->nvidia_driver, sizeof env->nvidia_driver);
     if (env->backend != MEMRA_BACKEND_CUDA) {
         snprintf(env->device, sizeof env->device, "%s", env->cpu);
         env->memory_bytes = meminfo_bytes("MemTotal");

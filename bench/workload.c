@@ -1,43 +1,26 @@
 /*
  * The benchmarked work: buffers for one configuration, the per-row chain and the packed
- * program (eager and as captured graphs), and the bit-identity check that must pass before any
- * of them is timed.
+ * program (eager and as captured graphs), the 1.1 one-launch verify in its three modes and the
+ * device-side rollback (as captured graphs), and the bit-identity checks that must pass before
+ * any of them is timed.
  *
  * Each configuration owns several "sets": complete, independent verifies (rings, states,
- * inputs, outputs, snapshots, pointer tables and one graph per program). Timing rotates through
- * the sets so that a set's memory has left the cache before it is used again; every rep is a
- * full, valid verify of its own set, with no host copy between reps.
+ * journals, inputs, outputs, snapshots, pointer tables and one graph per program). Timing
+ * rotates through the sets so that a set's memory has left the cache before it is used again;
+ * every rep is a full, valid verify of its own set. The only host copies between reps are the
+ * accepted counts of the journal and rollback replays, which a host writes before every verify.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
-const char *const bench_variant_key[BV_COUNT] = {"row_eager", "row_graph", "packed_eager",
-                                                 "packed_graph"};
-
-char bench_error[640];
-
-void bench_fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(bench_error, sizeof bench_error, fmt, ap);
-    va_end(ap);
-}
-
-int bench_fail_status(const char *what, MemraStatus st)
-{
-    bench_fail("%s: %s: %s", what, memra_status_string(st), memra_last_error_message());
-    return -1;
-}
-
 void bench_config_init(bench_config *c, const char *shape, size_t num_k, size_t num_v, size_t t,
                        size_t b)
 {
+    size_t jlen = 0;
     memset(c, 0, sizeof *c);
     c->shape = shape;
     c->num_k = num_k;
@@ -51,6 +34,10 @@ void bench_config_init(bench_config *c, const char *shape, size_t num_k, size_t 
     c->conv_dim = 2 * c->key_dim + c->value_dim;
     c->ring_words = c->conv_dim * c->pad;
     c->state_words = (size_t)MEMRA_D_STATE * MEMRA_D_STATE * num_v;
+    /* A library that cannot size a journal leaves the journal columns to fail with its
+     * message (bench_work_create records it). */
+    if (memra_gdn_journal_len(MEMRA_D_STATE, num_k, num_v, t, &jlen) == MEMRA_STATUS_OK)
+        c->journal_words = jlen;
     /* The seed's constants. */
     c->eps = 1e-6f;
     c->scale = 1.0f / sqrtf((float)MEMRA_D_STATE);
@@ -75,15 +62,81 @@ uint64_t bench_floor_bytes(const bench_config *c, uint64_t *state_only)
     return state + ring + act;
 }
 
+uint64_t bench_variant_bytes(const bench_config *c, int v)
+{
+    const uint64_t f = sizeof(float), B = c->b, T = c->t, rows = B * T;
+    const uint64_t S = c->state_words * f, R = c->ring_words * f;
+    const uint64_t weights = c->conv_dim * c->d_conv * f + 2 * c->num_v * f; /* w, dt_bias, a */
+    /* The one-launch verify with `o` as its only output: qkv, beta_raw and alpha read, the
+     * weights read, o written, the table read. */
+    const uint64_t fused_act = rows * c->conv_dim * f + 2 * rows * c->num_v * f + weights +
+                               rows * c->value_dim * f + B * MEMRA_TABLE_WIDTH * sizeof(uint64_t);
+    const uint64_t counts = B * sizeof(uint32_t);
+    switch (v) {
+    case BV_ROW_EAGER:
+    case BV_ROW_GRAPH: {
+        /* Per row, for B sequences: conv reads the qkv row and the ring, writes the ring and
+         * conv_out; prep reads conv_out, beta_raw, alpha and writes q, k, v, beta, g_log; scan
+         * reads those five and the state, writes the state and o; every launch reads its
+         * weights and its table entries (B for conv, 2B for scan). */
+        const uint64_t per_row = B * (2 * R + 2 * S) + B * c->conv_dim * f * 3 + weights +
+                                 2 * B * c->num_v * f + B * c->value_dim * f * 6 +
+                                 B * c->num_v * f * 4 + B * c->value_dim * f + 3 * B * 8;
+        return T * per_row;
+    }
+    case BV_PACK_EAGER:
+    case BV_PACK_GRAPH:
+        return bench_floor_bytes(c, NULL);
+    case BV_FUSED:
+        return (T + 1) * (S + R) * B + fused_act;
+    case BV_FUSED_NOSNAP:
+        /* The state and the ring read once and written once. */
+        return 2 * (S + R) * B + fused_act;
+    case BV_JOURNAL:
+    case BV_JOURNAL_ALL:
+        /* The state and the ring read and written once, the journal read and written once
+         * (its whole memra_gdn_journal_len() length), the accepted counts read. */
+        return 2 * (S + R) * B + 2 * c->journal_words * f * B + fused_act + counts;
+    case BV_ROLLBACK:
+        /* One state and one ring read (a snapshot, or the final ones) and written to the
+         * canonical buffers per sequence, the table and the counts read. */
+        return 2 * (S + R) * B + B * MEMRA_TABLE_WIDTH * sizeof(uint64_t) + counts;
+    default:
+        return 0;
+    }
+}
+
 /* ---- buffers ---- */
 
+/* Graphs of the 1.1 variants, one per set (both journal variants replay the same graph with
+ * different accepted counts). */
+enum { G_FUSED, G_NOSNAP, G_JOURNAL, G_ROLLBACK, G_COUNT };
+
+static int graph_of(int v)
+{
+    switch (v) {
+    case BV_FUSED:
+        return G_FUSED;
+    case BV_FUSED_NOSNAP:
+        return G_NOSNAP;
+    case BV_JOURNAL:
+    case BV_JOURNAL_ALL:
+        return G_JOURNAL;
+    default:
+        return G_ROLLBACK;
+    }
+}
+
 typedef struct bench_set {
-    /* Shared by both programs: sequence b's ring, canonical and alternate state at b * words. */
+    /* Shared by all programs: sequence b's ring, canonical and alternate state at b * words. */
     MemraSliceMutF32 ring, canon, alt;
-    /* Packed program, sequence-major [B, T, ...]. */
+    /* Packed program and 1.1 verify, sequence-major [B, T, ...]. */
     MemraSliceMutF32 qkv, beta_raw, alpha;
     MemraSliceMutF32 conv_outs, q, k, v, beta, g_log, o, snap_conv, snap_ssm;
-    MemraSliceMutU64 table; /* [B, 3]: ring, canonical, alternate */
+    /* Sequence b's journal at b * journal_stride, zero-filled (empty) at creation. */
+    MemraSliceMutF32 journal;
+    MemraSliceMutU64 table;   /* [B, 3]: ring, canonical, alternate */
+    MemraSliceMutU64 table_j; /* [B, 3]: ring, canonical, journal (JOURNAL mode) */
     /* Per-row chain, row-major [T, B, ...], so that row r of all B sequences is contiguous as
      * the per-row operations take it. Prep outputs are scratch reused by every row, as in
      * memra-engine; conv outputs and scan outputs are kept for every row. */
@@ -93,9 +146,18 @@ typedef struct bench_set {
      * [B, 2B) and write [2B, 3B), odd rows read [2B, 3B) and write [3B, 4B). */
     MemraSliceMutU64 r_table;
     MemraGraph *graph_rows, *graph_packed;
+    MemraGraph *graph11[G_COUNT];
     float *arena;
     uint64_t *table_arena;
 } bench_set;
+
+/* Host copies of one program's results, in the layout of the per-row chain ([rows][B][X]) or
+ * of the packed program ([B][rows][X]); `snaps` entries are rows 0 .. T-2. The prep outputs
+ * are kept only where the 1.1 checks need them (packed layout). */
+typedef struct results {
+    float *conv_out, *o, *ring, *state, *snap_conv, *snap_ssm;
+    float *q, *k, *v, *beta, *g_log;
+} results;
 
 struct bench_work {
     bench_env *env;
@@ -105,6 +167,19 @@ struct bench_work {
     MemraSliceMutF32 w, dt_bias, a;
     /* Set 0's initial ring and canonical state, to restart it between the check's runs. */
     float *ring0, *canon0;
+    size_t journal_stride; /* words between two sequences' journals, 0 without a journal */
+    /* The accepted counts every journal and rollback replay reads, written before each. */
+    MemraSliceMutU32 accepted;
+    uint32_t *h_draw, *h_fixed;
+    uint64_t seed, rng;
+    double accepted_sum;
+    uint64_t accepted_draws;
+    /* Why the journals or the accepted-count buffer could not be made ("" when they were). */
+    char journal_error[300], accepted_error[300];
+    /* The packed program's eager results on set 0, kept by bench_work_check() for the 1.1
+     * checks (bit-identical to the per-row chain's when that check passed). */
+    results pk;
+    bool have_pk;
 };
 
 /* Regions are carved from one allocation per set, each 256-byte aligned. Carving with a NULL
@@ -126,6 +201,11 @@ static MemraSliceMutF32 take(carver *cv, size_t len)
     return s;
 }
 
+static size_t journal_stride(const bench_config *c)
+{
+    return (c->journal_words + 63) / 64 * 64;
+}
+
 static void carve_set(const bench_config *c, carver *cv, bench_set *s)
 {
     const size_t B = c->b, T = c->t, rows = B * T;
@@ -145,6 +225,7 @@ static void carve_set(const bench_config *c, carver *cv, bench_set *s)
     /* T == 1 has no snapshots: the slices stay {NULL, 0}, which the ABI reads as "none". */
     s->snap_conv = take(cv, B * (T - 1) * c->ring_words);
     s->snap_ssm = take(cv, B * (T - 1) * c->state_words);
+    s->journal = take(cv, B * journal_stride(c));
     s->r_qkv = take(cv, rows * c->conv_dim);
     s->r_beta_raw = take(cv, rows * c->num_v);
     s->r_alpha = take(cv, rows * c->num_v);
@@ -157,9 +238,10 @@ static void carve_set(const bench_config *c, carver *cv, bench_set *s)
     s->r_g_log = take(cv, B * c->num_v);
 }
 
+/* Packed table, journal table, per-row table. */
 static size_t table_words(const bench_config *c)
 {
-    return c->b * MEMRA_TABLE_WIDTH + 4 * c->b;
+    return 2 * c->b * MEMRA_TABLE_WIDTH + 4 * c->b;
 }
 
 uint64_t bench_set_bytes(const bench_config *c)
@@ -202,6 +284,15 @@ static void varied(float *out, size_t len, uint64_t seed, float spread)
     }
 }
 
+/* One accepted count, uniform in 1 .. t, from the xorshift64 stream `*x`. */
+static uint32_t draw_count(uint64_t *x, size_t t)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return (uint32_t)(1 + (*x >> 11) % t);
+}
+
 /* [B, T, X] -> [T, B, X] */
 static void to_row_major(float *dst, const float *src, size_t B, size_t T, size_t X)
 {
@@ -234,13 +325,14 @@ static int fill(MemraEngine *e, MemraSliceMutF32 dst, const float *chunk, size_t
 #define CHUNK_WORDS ((size_t)1 << 20)
 static float poison_chunk[CHUNK_WORDS];
 static float zero_chunk[CHUNK_WORDS];
-
 /* A signalling-NaN bit pattern no kernel produces: an output element the operation failed to
  * write keeps it and cannot compare equal to the reference's finite value. */
+#define POISON_BITS UINT32_C(0x7fa5a5a5)
+
 static int poison(MemraEngine *e, MemraSliceMutF32 dst)
 {
     if (poison_chunk[0] == 0.0f) {
-        uint32_t bits = UINT32_C(0x7fa5a5a5);
+        uint32_t bits = POISON_BITS;
         for (size_t i = 0; i < CHUNK_WORDS; i++)
             memcpy(&poison_chunk[i], &bits, sizeof bits);
     }
@@ -277,7 +369,10 @@ static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float
         memcpy(w->canon0, h_a, B * c->state_words * sizeof(float));
     if (upload_into(e, h_a, s->canon, "uploading a state") != 0)
         goto out;
-    /* The alternate state is always written before it is read, by both programs. */
+    /* The alternate state is always written before it is read, by every program. An empty
+     * journal is a zero-filled one. */
+    if (fill(e, s->journal, zero_chunk, CHUNK_WORDS, "clearing a journal") != 0)
+        goto out;
     struct {
         size_t x;
         float spread;
@@ -296,10 +391,17 @@ static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float
         uint64_t ring = (uint64_t)(uintptr_t)(s->ring.ptr + b * c->ring_words);
         uint64_t canon = (uint64_t)(uintptr_t)(s->canon.ptr + b * c->state_words);
         uint64_t alt = (uint64_t)(uintptr_t)(s->alt.ptr + b * c->state_words);
-        uint64_t *packed = tab, *per_row = tab + B * MEMRA_TABLE_WIDTH;
+        uint64_t journal = s->journal.ptr != NULL
+                               ? (uint64_t)(uintptr_t)(s->journal.ptr + b * w->journal_stride)
+                               : 0;
+        uint64_t *packed = tab, *jour = tab + B * MEMRA_TABLE_WIDTH;
+        uint64_t *per_row = tab + 2 * B * MEMRA_TABLE_WIDTH;
         packed[b * MEMRA_TABLE_WIDTH + 0] = ring;
         packed[b * MEMRA_TABLE_WIDTH + 1] = canon;
         packed[b * MEMRA_TABLE_WIDTH + 2] = alt;
+        jour[b * MEMRA_TABLE_WIDTH + 0] = ring;
+        jour[b * MEMRA_TABLE_WIDTH + 1] = canon;
+        jour[b * MEMRA_TABLE_WIDTH + 2] = journal;
         per_row[b] = ring;
         per_row[B + b] = canon;
         per_row[2 * B + b] = alt;
@@ -312,7 +414,8 @@ static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float
         goto out;
     }
     s->table = (MemraSliceMutU64){s->table_arena, B * MEMRA_TABLE_WIDTH};
-    s->r_table = (MemraSliceMutU64){s->table_arena + B * MEMRA_TABLE_WIDTH, 4 * B};
+    s->table_j = (MemraSliceMutU64){s->table_arena + B * MEMRA_TABLE_WIDTH, B * MEMRA_TABLE_WIDTH};
+    s->r_table = (MemraSliceMutU64){s->table_arena + 2 * B * MEMRA_TABLE_WIDTH, 4 * B};
     rc = 0;
 out:
     free(tab);
@@ -322,6 +425,32 @@ out:
 size_t bench_work_sets(const bench_work *w)
 {
     return w->n_sets;
+}
+
+uint64_t bench_work_accepted_seed(const bench_work *w)
+{
+    return w->seed;
+}
+
+double bench_work_journal_mean_accepted(const bench_work *w)
+{
+    return w->accepted_draws > 0 ? w->accepted_sum / (double)w->accepted_draws : 0.0;
+}
+
+static void results_free(results *r)
+{
+    free(r->conv_out);
+    free(r->o);
+    free(r->ring);
+    free(r->state);
+    free(r->snap_conv);
+    free(r->snap_ssm);
+    free(r->q);
+    free(r->k);
+    free(r->v);
+    free(r->beta);
+    free(r->g_log);
+    memset(r, 0, sizeof *r);
 }
 
 void bench_work_destroy(bench_work *w)
@@ -334,15 +463,22 @@ void bench_work_destroy(bench_work *w)
         bench_set *s = &w->sets[i];
         (void)memra_graph_destroy(e, s->graph_rows);
         (void)memra_graph_destroy(e, s->graph_packed);
+        for (int g = 0; g < G_COUNT; g++)
+            (void)memra_graph_destroy(e, s->graph11[g]);
         (void)memra_free(e, s->arena);
         (void)memra_free(e, s->table_arena);
     }
     (void)memra_free(e, w->w.ptr);
     (void)memra_free(e, w->dt_bias.ptr);
     (void)memra_free(e, w->a.ptr);
+    (void)memra_free(e, w->accepted.ptr);
+    if (w->have_pk)
+        results_free(&w->pk);
     free(w->sets);
     free(w->ring0);
     free(w->canon0);
+    free(w->h_draw);
+    free(w->h_fixed);
     free(w);
 }
 
@@ -360,17 +496,41 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
     }
     w->env = env;
     w->c = *c;
+    w->journal_stride = journal_stride(c);
+    w->seed = set_seed(c, 0) * 16 + 12;
+    w->rng = w->seed | 1;
     w->sets = calloc(sets, sizeof *w->sets);
     w->ring0 = malloc(c->b * c->ring_words * sizeof(float));
     w->canon0 = malloc(c->b * c->state_words * sizeof(float));
+    w->h_draw = calloc(c->b, sizeof *w->h_draw);
+    w->h_fixed = calloc(c->b, sizeof *w->h_fixed);
     host_words = c->b * c->state_words;
     if (c->b * c->t * c->conv_dim > host_words)
         host_words = c->b * c->t * c->conv_dim;
     h_a = malloc(host_words * sizeof(float));
     h_b = malloc(host_words * sizeof(float));
-    if (w->sets == NULL || w->ring0 == NULL || w->canon0 == NULL || h_a == NULL || h_b == NULL) {
+    if (w->sets == NULL || w->ring0 == NULL || w->canon0 == NULL || w->h_draw == NULL ||
+        w->h_fixed == NULL || h_a == NULL || h_b == NULL) {
         bench_fail("out of host memory for %zu sets", sets);
         goto fail;
+    }
+
+    /* The 1.1 columns fail on their own when the library cannot size a journal or give an
+     * accepted-count buffer; the 1.0 columns do not need either. */
+    if (c->journal_words == 0) {
+        size_t jlen = 0;
+        st = memra_gdn_journal_len(MEMRA_D_STATE, c->num_k, c->num_v, c->t, &jlen);
+        snprintf(w->journal_error, sizeof w->journal_error,
+                 "memra_gdn_journal_len: %s: %s (no journal to run on)", memra_status_string(st),
+                 st == MEMRA_STATUS_OK ? "returned a length of 0" : memra_last_error_message());
+    }
+    if (env->with_11) {
+        st = memra_alloc_u32(e, c->b, MEMRA_ALLOC_INIT_ZEROED, &w->accepted);
+        if (st != MEMRA_STATUS_OK) {
+            w->accepted = (MemraSliceMutU32){NULL, 0};
+            snprintf(w->accepted_error, sizeof w->accepted_error, "memra_alloc_u32: %s: %s",
+                     memra_status_string(st), memra_last_error_message());
+        }
     }
 
     /* Shared weights. `a` is the pre-negated decay (-exp(A_log), docs/layouts.md): negative, so
@@ -429,7 +589,7 @@ fail:
     return -1;
 }
 
-/* ---- the two programs ---- */
+/* ---- the programs ---- */
 
 /* Records the failure of an operation for the report and hands its status on. */
 static MemraStatus op_failed(const char *what, MemraStatus st)
@@ -499,9 +659,117 @@ static MemraStatus enqueue_packed(MemraEngine *e, const bench_work *w, const ben
     return MEMRA_STATUS_OK;
 }
 
+static const char *mode_name(MemraVerifyMode m)
+{
+    return m == MEMRA_VERIFY_MODE_SNAPSHOTS    ? "SNAPSHOTS"
+           : m == MEMRA_VERIFY_MODE_FINAL_ONLY ? "FINAL_ONLY"
+                                               : "JOURNAL";
+}
+
+/* The 1.1 arguments of variant `v` on set `s`: `o` is the only output unless `every_output`
+ * (the checks ask for every intermediate once, to compare it with the packed program's). */
+static MemraStatus args_11(const bench_work *w, const bench_set *s, int v, bool every_output,
+                           MemraVerifyArgs *va)
+{
+    const bench_config *c = &w->c;
+    const bool journal = v == BV_JOURNAL || v == BV_JOURNAL_ALL;
+    MemraStatus st = memra_verify_args_init(va);
+    if (st != MEMRA_STATUS_OK)
+        return op_failed("memra_verify_args_init", st);
+    va->mode = v == BV_FUSED_NOSNAP ? MEMRA_VERIFY_MODE_FINAL_ONLY
+               : journal            ? MEMRA_VERIFY_MODE_JOURNAL
+                                    : MEMRA_VERIFY_MODE_SNAPSHOTS;
+    va->head_order = MEMRA_HEAD_ORDER_TILED;
+    va->d_state = MEMRA_D_STATE;
+    va->num_k = c->num_k;
+    va->num_v = c->num_v;
+    va->d_conv = c->d_conv;
+    va->t = c->t;
+    va->b_n = c->b;
+    va->eps = c->eps;
+    va->scale = c->scale;
+    va->qkv = ro(s->qkv);
+    va->table = journal ? (MemraSliceU64){s->table_j.ptr, s->table_j.len}
+                        : (MemraSliceU64){s->table.ptr, s->table.len};
+    va->w = ro(w->w);
+    va->beta_raw = ro(s->beta_raw);
+    va->alpha = ro(s->alpha);
+    va->dt_bias = ro(w->dt_bias);
+    va->a = ro(w->a);
+    va->o = s->o;
+    if (every_output) {
+        va->conv_outs = s->conv_outs;
+        va->q_l2 = s->q;
+        va->k_l2 = s->k;
+        va->v_g = s->v;
+        va->beta = s->beta;
+        va->g_log = s->g_log;
+    }
+    if (va->mode == MEMRA_VERIFY_MODE_SNAPSHOTS) {
+        va->snap_conv = s->snap_conv;
+        va->snap_ssm = s->snap_ssm;
+    }
+    if (journal || v == BV_ROLLBACK)
+        va->accepted = (MemraSliceU32){w->accepted.ptr, w->accepted.len};
+    return MEMRA_STATUS_OK;
+}
+
+static MemraStatus enqueue_11(MemraEngine *e, const bench_work *w, const bench_set *s, int v,
+                              bool every_output)
+{
+    MemraVerifyArgs va;
+    char what[96];
+    MemraStatus st = args_11(w, s, v, every_output, &va);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    if (v == BV_ROLLBACK) {
+        st = memra_gdn_rollback(e, &va);
+        return st == MEMRA_STATUS_OK ? st : op_failed("memra_gdn_rollback", st);
+    }
+    st = memra_gdn_verify(e, &va);
+    if (st == MEMRA_STATUS_OK)
+        return st;
+    snprintf(what, sizeof what, "memra_gdn_verify (%s%s)", mode_name(va.mode),
+             every_output ? ", every output" : "");
+    return op_failed(what, st);
+}
+
+static MemraStatus enqueue_commit(MemraEngine *e, const bench_work *w, const bench_set *s)
+{
+    MemraVerifyArgs va;
+    MemraStatus st = args_11(w, s, BV_JOURNAL, false, &va);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    st = memra_gdn_journal_commit(e, &va);
+    return st == MEMRA_STATUS_OK ? st : op_failed("memra_gdn_journal_commit", st);
+}
+
+/* Waits for the engine: errors the operations found in device data (an accepted count out of
+ * range) and device faults surface here. */
+static int sync_after(MemraEngine *e, const char *what)
+{
+    MemraStatus st = memra_engine_synchronize(e);
+    return st == MEMRA_STATUS_OK ? 0 : bench_fail_status(what, st);
+}
+
+static int write_counts(bench_work *w, const uint32_t *host)
+{
+    MemraStatus st =
+        memra_htod_u32_into(w->env->engine, (MemraSliceU32){host, w->c.b}, w->accepted);
+    return st == MEMRA_STATUS_OK ? 0 : bench_fail_status("memra_htod_u32_into (accepted)", st);
+}
+
+static int write_fixed(bench_work *w, uint32_t n)
+{
+    for (size_t b = 0; b < w->c.b; b++)
+        w->h_fixed[b] = n;
+    return write_counts(w, w->h_fixed);
+}
+
 typedef struct step_ctx {
     const bench_work *w;
     const bench_set *s;
+    int v;
 } step_ctx;
 
 static MemraStatus step_rows(MemraEngine *e, void *user)
@@ -516,10 +784,16 @@ static MemraStatus step_packed(MemraEngine *e, void *user)
     return enqueue_packed(e, x->w, x->s);
 }
 
+static MemraStatus step_11(MemraEngine *e, void *user)
+{
+    const step_ctx *x = user;
+    return enqueue_11(e, x->w, x->s, x->v, false);
+}
+
 static int capture(bench_work *w, bench_set *s)
 {
     MemraEngine *e = w->env->engine;
-    step_ctx x = {w, s};
+    step_ctx x = {w, s, 0};
     MemraStatus st;
     if (s->graph_rows == NULL) {
         st = memra_graph_capture(e, step_rows, &x, &s->graph_rows);
@@ -534,6 +808,41 @@ static int capture(bench_work *w, bench_set *s)
     return 0;
 }
 
+/* Captures variant v's graph of set s. The capture runs the step twice eagerly first, so the
+ * accepted counts must be valid for it: 1 for a rollback (the set holds a SNAPSHOTS verify's
+ * results, the 1.0 graphs' warm-ups wrote them), 0 for a journal (empty or not, it holds at
+ * least none). */
+static int capture_11(bench_work *w, bench_set *s, int v)
+{
+    MemraEngine *e = w->env->engine;
+    const int g = graph_of(v);
+    step_ctx x = {w, s, v};
+    char what[96];
+    MemraStatus st;
+    if (s->graph11[g] != NULL)
+        return 0;
+    bench_error[0] = '\0';
+    if ((g == G_JOURNAL || g == G_ROLLBACK) && write_fixed(w, g == G_ROLLBACK ? 1 : 0) != 0)
+        return -1;
+    st = memra_graph_capture(e, step_11, &x, &s->graph11[g]);
+    if (st != MEMRA_STATUS_OK) {
+        /* The step's own failure, when it had one, says more than CAPTURE_ERROR. */
+        char step_error[sizeof bench_error];
+        snprintf(step_error, sizeof step_error, "%s", bench_error);
+        s->graph11[g] = NULL;
+        snprintf(what, sizeof what, "capturing %s", bench_variant_name[v]);
+        bench_fail_status(what, st);
+        if (st == MEMRA_STATUS_CAPTURE_ERROR && step_error[0] != '\0') {
+            size_t used = strlen(bench_error);
+            snprintf(bench_error + used, sizeof bench_error - used, " (the step: %.400s)",
+                     step_error);
+        }
+        return -1;
+    }
+    snprintf(what, sizeof what, "after capturing %s", bench_variant_name[v]);
+    return sync_after(e, what);
+}
+
 int bench_work_capture(bench_work *w)
 {
     for (size_t i = 0; i < w->n_sets; i++)
@@ -542,58 +851,123 @@ int bench_work_capture(bench_work *w)
     return 0;
 }
 
+/* 0 when variant v has the buffers it needs, else -1 with the reason in bench_error. */
+static int setup_ok(const bench_work *w, int v)
+{
+    const bool journal = v == BV_JOURNAL || v == BV_JOURNAL_ALL;
+    if (journal && w->journal_error[0] != '\0') {
+        bench_fail("%s", w->journal_error);
+        return -1;
+    }
+    if ((journal || v == BV_ROLLBACK) && w->accepted_error[0] != '\0') {
+        bench_fail("%s", w->accepted_error);
+        return -1;
+    }
+    return 0;
+}
+
+int bench_work_capture_11(bench_work *w, int v)
+{
+    if (setup_ok(w, v) != 0)
+        return -1;
+    for (size_t i = 0; i < w->n_sets; i++)
+        if (capture_11(w, &w->sets[i], v) != 0)
+            return -1;
+    return 0;
+}
+
+int bench_work_prepare(bench_work *w, int v)
+{
+    MemraEngine *e = w->env->engine;
+    if (v != BV_JOURNAL && v != BV_JOURNAL_ALL)
+        return 0;
+    /* A journal verify that accepts nothing leaves ring and state as they are and fills the
+     * journal with T rows, so that every replay may accept up to T. */
+    if (write_fixed(w, 0) != 0)
+        return -1;
+    for (size_t i = 0; i < w->n_sets; i++)
+        if (enqueue_11(e, w, &w->sets[i], BV_JOURNAL, false) != MEMRA_STATUS_OK)
+            return -1;
+    return sync_after(e, "filling the journals");
+}
+
+static int launch(MemraEngine *e, MemraGraph *g, int v)
+{
+    char what[96];
+    MemraStatus st = memra_graph_launch(e, g);
+    if (st == MEMRA_STATUS_OK)
+        return 0;
+    snprintf(what, sizeof what, "replaying %s", bench_variant_name[v]);
+    return bench_fail_status(what, st);
+}
+
+/* New accepted counts for every sequence, uniform in 1 .. T, written before the replay. */
+static int write_draw(bench_work *w, bool journal)
+{
+    for (size_t b = 0; b < w->c.b; b++) {
+        w->h_draw[b] = draw_count(&w->rng, w->c.t);
+        if (journal)
+            w->accepted_sum += w->h_draw[b];
+    }
+    if (journal)
+        w->accepted_draws += w->c.b;
+    return write_counts(w, w->h_draw);
+}
+
 int bench_work_rep(bench_work *w, int variant, size_t set)
 {
     MemraEngine *e = w->env->engine;
     const bench_set *s = &w->sets[set];
-    MemraStatus st;
     switch (variant) {
     case BV_ROW_EAGER:
         return enqueue_rows(e, w, s) == MEMRA_STATUS_OK ? 0 : -1;
     case BV_PACK_EAGER:
         return enqueue_packed(e, w, s) == MEMRA_STATUS_OK ? 0 : -1;
     case BV_ROW_GRAPH:
-        st = memra_graph_launch(e, s->graph_rows);
-        return st == MEMRA_STATUS_OK ? 0 : bench_fail_status("replaying the per-row chain", st);
+        return launch(e, s->graph_rows, variant);
     case BV_PACK_GRAPH:
-        st = memra_graph_launch(e, s->graph_packed);
-        return st == MEMRA_STATUS_OK ? 0 : bench_fail_status("replaying the packed program", st);
+        return launch(e, s->graph_packed, variant);
+    case BV_FUSED:
+    case BV_FUSED_NOSNAP:
+        return launch(e, s->graph11[graph_of(variant)], variant);
+    case BV_JOURNAL:
+    case BV_ROLLBACK:
+        if (write_draw(w, variant == BV_JOURNAL) != 0)
+            return -1;
+        return launch(e, s->graph11[graph_of(variant)], variant);
+    case BV_JOURNAL_ALL:
+        if (write_fixed(w, (uint32_t)w->c.t) != 0)
+            return -1;
+        return launch(e, s->graph11[G_JOURNAL], variant);
     default:
         bench_fail("unknown variant %d", variant);
         return -1;
     }
 }
 
-/* ---- the check ---- */
+/* ---- the checks ---- */
 
-/* Host copies of one program's results, in the layout of the per-row chain ([rows][B][X]) or
- * of the packed program ([B][rows][X]); `snaps` entries are rows 0 .. T-2. */
-typedef struct results {
-    float *conv_out, *o, *ring, *state, *snap_conv, *snap_ssm;
-} results;
-
-static void results_free(results *r)
+static int results_alloc(results *r, const bench_config *c, bool with_prep)
 {
-    free(r->conv_out);
-    free(r->o);
-    free(r->ring);
-    free(r->state);
-    free(r->snap_conv);
-    free(r->snap_ssm);
-}
-
-static int results_alloc(results *r, const bench_config *c)
-{
-    const size_t B = c->b, T = c->t;
+    const size_t B = c->b, T = c->t, rows = B * T;
     memset(r, 0, sizeof *r);
     /* +1: malloc(0) may return NULL, which would read as a failure for T == 1. */
-    r->conv_out = malloc((T * B * c->conv_dim + 1) * sizeof(float));
-    r->o = malloc((T * B * c->value_dim + 1) * sizeof(float));
+    r->conv_out = malloc((rows * c->conv_dim + 1) * sizeof(float));
+    r->o = malloc((rows * c->value_dim + 1) * sizeof(float));
     r->ring = malloc((B * c->ring_words + 1) * sizeof(float));
     r->state = malloc((B * c->state_words + 1) * sizeof(float));
     r->snap_conv = malloc(((T - 1) * B * c->ring_words + 1) * sizeof(float));
     r->snap_ssm = malloc(((T - 1) * B * c->state_words + 1) * sizeof(float));
-    if (!r->conv_out || !r->o || !r->ring || !r->state || !r->snap_conv || !r->snap_ssm) {
+    bool ok = r->conv_out && r->o && r->ring && r->state && r->snap_conv && r->snap_ssm;
+    if (with_prep) {
+        r->q = malloc(rows * c->value_dim * sizeof(float));
+        r->k = malloc(rows * c->value_dim * sizeof(float));
+        r->v = malloc(rows * c->value_dim * sizeof(float));
+        r->beta = malloc(rows * c->num_v * sizeof(float));
+        r->g_log = malloc(rows * c->num_v * sizeof(float));
+        ok = ok && r->q && r->k && r->v && r->beta && r->g_log;
+    }
+    if (!ok) {
         results_free(r);
         bench_fail("out of host memory for the check");
         return -1;
@@ -635,6 +1009,25 @@ static int poison_packed(MemraEngine *e, const bench_set *s)
     return 0;
 }
 
+static int poison_prep(MemraEngine *e, const bench_set *s)
+{
+    if (poison(e, s->q) != 0 || poison(e, s->k) != 0 || poison(e, s->v) != 0 ||
+        poison(e, s->beta) != 0 || poison(e, s->g_log) != 0)
+        return -1;
+    return 0;
+}
+
+static int read_prep(MemraEngine *e, const bench_set *s, results *got)
+{
+    if (download(e, ro(s->q), got->q, "reading q") != 0 ||
+        download(e, ro(s->k), got->k, "reading k") != 0 ||
+        download(e, ro(s->v), got->v, "reading v") != 0 ||
+        download(e, ro(s->beta), got->beta, "reading beta") != 0 ||
+        download(e, ro(s->g_log), got->g_log, "reading g_log") != 0)
+        return -1;
+    return 0;
+}
+
 static int read_packed(bench_work *w, const bench_set *s, results *got)
 {
     MemraEngine *e = w->env->engine;
@@ -645,7 +1038,7 @@ static int read_packed(bench_work *w, const bench_set *s, results *got)
         download(e, ro(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
         download(e, ro(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
         return -1;
-    return 0;
+    return got->q != NULL ? read_prep(e, s, got) : 0;
 }
 
 /* Compares `n_rows` x B blocks of X words: the reference is [rows][B][X]; `got` is [B][rows][X]
@@ -728,15 +1121,20 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
     const bench_config *c = &w->c;
     const size_t B = c->b, T = c->t;
     bench_set *s = &w->sets[0];
-    results ref, got;
+    results ref, got, pk;
     int rc = -1;
     MemraStatus st;
 
     *compared = 0;
-    if (results_alloc(&ref, c) != 0)
+    if (results_alloc(&ref, c, false) != 0)
         return -1;
-    if (results_alloc(&got, c) != 0) {
+    if (results_alloc(&got, c, false) != 0) {
         results_free(&ref);
+        return -1;
+    }
+    if (results_alloc(&pk, c, true) != 0) {
+        results_free(&ref);
+        results_free(&got);
         return -1;
     }
 
@@ -767,12 +1165,13 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
         goto out;
     }
 
-    /* 2. Packed, eager. */
-    if (restart(w, s) != 0 || poison_packed(e, s) != 0)
+    /* 2. Packed, eager; its results (prep outputs included) are what the 1.1 variants must
+     * reproduce. */
+    if (restart(w, s) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
         goto out;
-    if (enqueue_packed(e, w, s) != MEMRA_STATUS_OK || read_packed(w, s, &got) != 0)
+    if (enqueue_packed(e, w, s) != MEMRA_STATUS_OK || read_packed(w, s, &pk) != 0)
         goto out;
-    if ((rc = compare(c, "packed eager", &ref, &got, true, true, why, why_len, compared)) != 0)
+    if ((rc = compare(c, "packed eager", &ref, &pk, true, true, why, why_len, compared)) != 0)
         goto out;
     rc = -1;
 
@@ -807,6 +1206,396 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
     rc = compare(c, "per-row graph", &ref, &got, false, false, why, why_len, compared);
 out:
     results_free(&ref);
+    results_free(&got);
+    if (rc == 0) {
+        w->pk = pk;
+        w->have_pk = true;
+    } else {
+        results_free(&pk);
+    }
+    return rc;
+}
+
+/* Compares n words of `got` from `who` with `want`, both laid out [B][rows][X]; 0 when they
+ * are the same bits, else 1 with the first difference described. */
+static int same_bits(const float *want, const float *got, size_t B, size_t rows, size_t X,
+                     const char *who, const char *what, const char *against, char *why,
+                     size_t why_len, size_t *compared)
+{
+    const size_t n = B * rows * X;
+    size_t diffs = 0, first = 0;
+    if (n == 0 || memcmp(want, got, n * sizeof(float)) == 0) {
+        *compared += n;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        memcpy(&a, want + i, sizeof a);
+        memcpy(&b, got + i, sizeof b);
+        if (a != b && diffs++ == 0)
+            first = i;
+    }
+    {
+        uint32_t a, b;
+        memcpy(&a, want + first, sizeof a);
+        memcpy(&b, got + first, sizeof b);
+        snprintf(why, why_len,
+                 "%s: %s differs from %s in %zu of %zu words (first at sequence %zu, row %zu, "
+                 "word %zu: want 0x%08x (%.9g), got 0x%08x (%.9g))",
+                 who, what, against, diffs, n, first / (rows * X), first / X % rows, first % X,
+                 (unsigned)a, (double)want[first], (unsigned)b, (double)got[first]);
+    }
+    return 1;
+}
+
+/* 1 (described in `why`) when an output the call was not given was written anyway. */
+static int still_poisoned(const float *got, size_t n, const char *who, const char *what, char *why,
+                          size_t why_len)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, got + i, sizeof u);
+        if (u != POISON_BITS) {
+            snprintf(why, why_len,
+                     "%s: %s was written (word %zu is 0x%08x) although the call did not pass it",
+                     who, what, i, (unsigned)u);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The ring and state after `n` of the T rows, from a packed program's results. */
+static const float *ring_after(const bench_config *c, const results *r, size_t b, size_t n)
+{
+    return n == c->t ? r->ring + b * c->ring_words
+                     : r->snap_conv + (b * (c->t - 1) + n - 1) * c->ring_words;
+}
+
+static const float *state_after(const bench_config *c, const results *r, size_t b, size_t n)
+{
+    return n == c->t ? r->state + b * c->state_words
+                     : r->snap_ssm + (b * (c->t - 1) + n - 1) * c->state_words;
+}
+
+/* Host ring and state arrays [B][X] after counts[b] rows of each sequence. */
+static void gather_after(const bench_config *c, const results *r, const uint32_t *counts,
+                         float *ring, float *state)
+{
+    for (size_t b = 0; b < c->b; b++) {
+        memcpy(ring + b * c->ring_words, ring_after(c, r, b, counts[b]),
+               c->ring_words * sizeof(float));
+        memcpy(state + b * c->state_words, state_after(c, r, b, counts[b]),
+               c->state_words * sizeof(float));
+    }
+}
+
+/* Compares the canonical state and ring of set 0 with `ring` and `state`. */
+static int check_in_place(bench_work *w, const bench_set *s, const float *ring, const float *state,
+                          const char *who, const char *against, results *tmp, char *why,
+                          size_t why_len, size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    const bench_config *c = &w->c;
+    int rc;
+    if (download(e, ro(s->ring), tmp->ring, "reading the ring") != 0 ||
+        download(e, ro(s->canon), tmp->state, "reading the canonical state") != 0)
+        return -1;
+    rc = same_bits(ring, tmp->ring, c->b, 1, c->ring_words, who, "the ring", against, why, why_len,
+                   compared);
+    if (rc == 0)
+        rc = same_bits(state, tmp->state, c->b, 1, c->state_words, who, "the canonical state",
+                       against, why, why_len, compared);
+    return rc;
+}
+
+/* Compares the outputs of a 1.1 call with the packed program's `want`: o always; the
+ * intermediates when the call was given them, else they must still hold the poison. */
+static int check_outputs(bench_work *w, const bench_set *s, const results *want, bool every_output,
+                         const char *who, const char *against, results *got, char *why,
+                         size_t why_len, size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    const bench_config *c = &w->c;
+    const size_t B = c->b, T = c->t;
+    const struct {
+        const char *what;
+        const float *want;
+        float *got;
+        size_t x;
+        MemraSliceMutF32 dev;
+    } items[] = {
+        {"o", want->o, got->o, c->value_dim, s->o},
+        {"conv_outs", want->conv_out, got->conv_out, c->conv_dim, s->conv_outs},
+        {"q_l2", want->q, got->q, c->value_dim, s->q},
+        {"k_l2", want->k, got->k, c->value_dim, s->k},
+        {"v_g", want->v, got->v, c->value_dim, s->v},
+        {"beta", want->beta, got->beta, c->num_v, s->beta},
+        {"g_log", want->g_log, got->g_log, c->num_v, s->g_log},
+    };
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        int rc;
+        if (download(e, ro(items[i].dev), items[i].got, "reading an output") != 0)
+            return -1;
+        if (i == 0 || every_output)
+            rc = same_bits(items[i].want, items[i].got, B, T, items[i].x, who, items[i].what,
+                           against, why, why_len, compared);
+        else
+            rc = still_poisoned(items[i].got, B * T * items[i].x, who, items[i].what, why, why_len);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* fused / fused-nosnap: once eagerly with every output, once as the timed graph (o only). */
+static int check_fused(bench_work *w, int v, results *got, char *why, size_t why_len,
+                       size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    const bench_config *c = &w->c;
+    const bool snaps = v == BV_FUSED;
+    bench_set *s = &w->sets[0];
+    const char *against = "the 1.0 packed program";
+    for (int pass = 0; pass < 2; pass++) {
+        const bool eager = pass == 0;
+        const char *who = snaps
+                              ? (eager ? "fused eager, every output" : "fused graph")
+                              : (eager ? "fused-nosnap eager, every output" : "fused-nosnap graph");
+        int rc;
+        if (!eager && capture_11(w, s, v) != 0)
+            return -1;
+        if (restart(w, s) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
+            return -1;
+        if (eager) {
+            if (enqueue_11(e, w, s, v, true) != MEMRA_STATUS_OK)
+                return -1;
+        } else if (launch(e, s->graph11[graph_of(v)], v) != 0) {
+            return -1;
+        }
+        if (sync_after(e, who) != 0)
+            return -1;
+        if ((rc = check_outputs(w, s, &w->pk, eager, who, against, got, why, why_len, compared)) !=
+            0)
+            return rc;
+        if (download(e, ro(s->ring), got->ring, "reading the ring") != 0 ||
+            download(e, ro(final_state(c, s)), got->state, "reading the final state") != 0 ||
+            download(e, ro(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
+            download(e, ro(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
+            return -1;
+        if ((rc = same_bits(w->pk.state, got->state, c->b, 1, c->state_words, who,
+                            "the final state", against, why, why_len, compared)) != 0 ||
+            (rc = same_bits(w->pk.ring, got->ring, c->b, 1, c->ring_words, who, "the final ring",
+                            against, why, why_len, compared)) != 0)
+            return rc;
+        if (snaps) {
+            if ((rc = same_bits(w->pk.snap_conv, got->snap_conv, c->b, c->t - 1, c->ring_words, who,
+                                "the conv snapshots", against, why, why_len, compared)) != 0 ||
+                (rc = same_bits(w->pk.snap_ssm, got->snap_ssm, c->b, c->t - 1, c->state_words, who,
+                                "the state snapshots", against, why, why_len, compared)) != 0)
+                return rc;
+        } else if ((rc = still_poisoned(got->snap_conv, c->b * (c->t - 1) * c->ring_words, who,
+                                        "the conv snapshot buffer", why, why_len)) != 0 ||
+                   (rc = still_poisoned(got->snap_ssm, c->b * (c->t - 1) * c->state_words, who,
+                                        "the state snapshot buffer", why, why_len)) != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Runs the packed program on set 0 from the given ring and state ([B][X] host arrays). */
+static int packed_from(bench_work *w, const float *ring, const float *state, results *out)
+{
+    MemraEngine *e = w->env->engine;
+    bench_set *s = &w->sets[0];
+    if (upload_into(e, ring, s->ring, "uploading a ring") != 0 ||
+        upload_into(e, state, s->canon, "uploading a state") != 0 ||
+        fill(e, s->alt, zero_chunk, CHUNK_WORDS, "clearing the alternate state") != 0 ||
+        poison_packed(e, s) != 0)
+        return -1;
+    if (enqueue_packed(e, w, s) != MEMRA_STATUS_OK)
+        return -1;
+    return read_packed(w, s, out);
+}
+
+/* journal and journal-all. X are set 0's new rows, (R0, S0) its initial ring and state; every
+ * journal verify here runs X again, so every expected result is a 1.0 packed program's:
+ *   a. empty journal, nothing accepted (eager, every output): the packed outputs of X from
+ *      (R0, S0); ring and state unchanged;
+ *   b. n[b] accepted, uniform in 1..T (the timed graph): ring and state folded to P, the
+ *      state after n[b] rows of X; outputs those of X from P (the packed program "ref2");
+ *   c. every row accepted (the timed graph): folded to ref2's final state, outputs those of X
+ *      from it ("ref3");
+ *   d. a commit of m[b] rows, uniform in 1..T: ring and state those of ref3 after m[b] rows. */
+static int check_journal(bench_work *w, results *got, char *why, size_t why_len, size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    const bench_config *c = &w->c;
+    const size_t B = c->b, T = c->t;
+    bench_set *s = &w->sets[0];
+    uint64_t x = w->seed ^ UINT64_C(0x5bd1e9955bd1e995);
+    uint32_t *n = malloc(B * sizeof *n), *m = malloc(B * sizeof *m);
+    float *p_ring = malloc(B * c->ring_words * sizeof(float) + 1);
+    float *p_state = malloc(B * c->state_words * sizeof(float));
+    results ref2, ref3;
+    int rc = -1, have2 = -1, have3 = -1;
+
+    if (n == NULL || m == NULL || p_ring == NULL || p_state == NULL ||
+        (have2 = results_alloc(&ref2, c, false)) != 0 ||
+        (have3 = results_alloc(&ref3, c, false)) != 0) {
+        bench_fail("out of host memory for the journal check");
+        goto out;
+    }
+    for (size_t b = 0; b < B; b++) {
+        n[b] = draw_count(&x, T);
+        m[b] = draw_count(&x, T);
+    }
+    gather_after(c, &w->pk, n, p_ring, p_state);
+    if (packed_from(w, p_ring, p_state, &ref2) != 0 ||
+        packed_from(w, ref2.ring, ref2.state, &ref3) != 0)
+        goto out;
+
+    /* a. The capture's warm-ups accept nothing either: they fill the journal, which is then
+     * emptied again. */
+    if (restart(w, s) != 0 ||
+        fill(e, s->journal, zero_chunk, CHUNK_WORDS, "clearing a journal") != 0 ||
+        capture_11(w, s, BV_JOURNAL) != 0 ||
+        fill(e, s->journal, zero_chunk, CHUNK_WORDS, "clearing a journal") != 0 ||
+        write_fixed(w, 0) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
+        goto out;
+    if (enqueue_11(e, w, s, BV_JOURNAL, true) != MEMRA_STATUS_OK ||
+        sync_after(e, "journal eager, empty journal") != 0)
+        goto out;
+    if ((rc = check_outputs(w, s, &w->pk, true, "journal eager, empty journal",
+                            "the 1.0 packed program", got, why, why_len, compared)) != 0 ||
+        (rc = check_in_place(w, s, w->ring0, w->canon0, "journal eager, empty journal",
+                             "the initial ones (nothing accepted)", got, why, why_len, compared)) !=
+            0)
+        goto out;
+    rc = -1;
+
+    /* b. */
+    if (write_counts(w, n) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0 ||
+        launch(e, s->graph11[G_JOURNAL], BV_JOURNAL) != 0 ||
+        sync_after(e, "journal graph, accepted 1..T") != 0)
+        goto out;
+    if ((rc = check_in_place(w, s, p_ring, p_state, "journal graph, accepted 1..T",
+                             "the 1.0 packed program's after the accepted rows", got, why, why_len,
+                             compared)) != 0 ||
+        (rc = check_outputs(w, s, &ref2, false, "journal graph, accepted 1..T",
+                            "the 1.0 packed program from the folded state", got, why, why_len,
+                            compared)) != 0)
+        goto out;
+    rc = -1;
+
+    /* c. */
+    if (write_fixed(w, (uint32_t)T) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0 ||
+        launch(e, s->graph11[G_JOURNAL], BV_JOURNAL_ALL) != 0 ||
+        sync_after(e, "journal graph, every row accepted") != 0)
+        goto out;
+    if ((rc = check_in_place(w, s, ref2.ring, ref2.state, "journal graph, every row accepted",
+                             "the 1.0 packed program's after all T rows", got, why, why_len,
+                             compared)) != 0 ||
+        (rc = check_outputs(w, s, &ref3, false, "journal graph, every row accepted",
+                            "the 1.0 packed program from the folded state", got, why, why_len,
+                            compared)) != 0)
+        goto out;
+    rc = -1;
+
+    /* d. */
+    gather_after(c, &ref3, m, p_ring, p_state);
+    if (write_counts(w, m) != 0 || enqueue_commit(e, w, s) != MEMRA_STATUS_OK ||
+        sync_after(e, "memra_gdn_journal_commit") != 0)
+        goto out;
+    rc = check_in_place(w, s, p_ring, p_state, "journal commit, accepted 1..T",
+                        "the 1.0 packed program's after the accepted rows", got, why, why_len,
+                        compared);
+out:
+    if (have2 == 0)
+        results_free(&ref2);
+    if (have3 == 0)
+        results_free(&ref3);
+    free(n);
+    free(m);
+    free(p_ring);
+    free(p_state);
+    return rc;
+}
+
+/* rollback after the 1.0 packed program, eagerly and as the timed graph, each with counts
+ * uniform in 1..T: the canonical state and the ring must be the packed program's after that
+ * many rows. */
+static int check_rollback(bench_work *w, results *got, char *why, size_t why_len, size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    const bench_config *c = &w->c;
+    bench_set *s = &w->sets[0];
+    uint64_t x = w->seed ^ UINT64_C(0x2545f4914f6cdd1d);
+    float *want_ring = malloc(c->b * c->ring_words * sizeof(float) + 1);
+    float *want_state = malloc(c->b * c->state_words * sizeof(float));
+    int rc = -1;
+
+    if (want_ring == NULL || want_state == NULL) {
+        bench_fail("out of host memory for the rollback check");
+        goto out;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const char *who = pass == 0 ? "rollback eager" : "rollback graph";
+        for (size_t b = 0; b < c->b; b++)
+            w->h_draw[b] = draw_count(&x, c->t);
+        if (pass == 1 && (write_counts(w, w->h_draw) != 0 || capture_11(w, s, BV_ROLLBACK) != 0))
+            goto out;
+        if (restart(w, s) != 0 || enqueue_packed(e, w, s) != MEMRA_STATUS_OK ||
+            write_counts(w, w->h_draw) != 0)
+            goto out;
+        if (pass == 0 ? enqueue_11(e, w, s, BV_ROLLBACK, false) != MEMRA_STATUS_OK
+                      : launch(e, s->graph11[G_ROLLBACK], BV_ROLLBACK) != 0)
+            goto out;
+        if (sync_after(e, who) != 0)
+            goto out;
+        gather_after(c, &w->pk, w->h_draw, want_ring, want_state);
+        rc = check_in_place(w, s, want_ring, want_state, who,
+                            "the 1.0 packed program's after the accepted rows", got, why, why_len,
+                            compared);
+        if (rc != 0)
+            goto out;
+    }
+out:
+    free(want_ring);
+    free(want_state);
+    return rc;
+}
+
+int bench_work_check_11(bench_work *w, int v, char *why, size_t why_len, size_t *compared)
+{
+    results got;
+    int rc;
+    if (!w->have_pk) {
+        bench_fail("the 1.0 check did not pass");
+        return -1;
+    }
+    if (setup_ok(w, v) != 0)
+        return -1;
+    if (results_alloc(&got, &w->c, true) != 0)
+        return -1;
+    bench_error[0] = '\0';
+    switch (v) {
+    case BV_FUSED:
+    case BV_FUSED_NOSNAP:
+        rc = check_fused(w, v, &got, why, why_len, compared);
+        break;
+    case BV_JOURNAL:
+    case BV_JOURNAL_ALL:
+        rc = check_journal(w, &got, why, why_len, compared);
+        break;
+    case BV_ROLLBACK:
+        rc = check_rollback(w, &got, why, why_len, compared);
+        break;
+    default:
+        bench_fail("variant %d has no 1.1 check", v);
+        rc = -1;
+    }
     results_free(&got);
     return rc;
 }
