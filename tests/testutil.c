@@ -1,7 +1,9 @@
 #include "testutil.h"
 
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,4 +206,181 @@ void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst)
     MemraSliceMutF32 d = {dst, src.len};
     cr_assert_eq(memra_dtoh_f32(e, src, d), MEMRA_STATUS_OK, "memra_dtoh_f32: %s",
                  memra_last_error_message());
+}
+
+MemraSliceMutU32 tu_upload_u32(MemraEngine *e, const uint32_t *host, size_t len)
+{
+    MemraSliceMutU32 s;
+    cr_assert_eq(memra_alloc_u32(e, len, MEMRA_ALLOC_INIT_UNINIT, &s), MEMRA_STATUS_OK,
+                 "memra_alloc_u32: %s", memra_last_error_message());
+    tu_write_u32(e, host, len, s);
+    return s;
+}
+
+MemraSliceU32 tu_view_u32(MemraSliceMutU32 s)
+{
+    MemraSliceU32 v = {s.ptr, s.len};
+    return v;
+}
+
+void tu_write(MemraEngine *e, const float *host, size_t len, MemraSliceMutF32 dst)
+{
+    MemraSliceF32 src = {host, len};
+    cr_assert_eq(memra_htod_f32_into(e, src, dst), MEMRA_STATUS_OK, "memra_htod_f32_into: %s",
+                 memra_last_error_message());
+}
+
+void tu_write_u32(MemraEngine *e, const uint32_t *host, size_t len, MemraSliceMutU32 dst)
+{
+    MemraSliceU32 src = {host, len};
+    cr_assert_eq(memra_htod_u32_into(e, src, dst), MEMRA_STATUS_OK, "memra_htod_u32_into: %s",
+                 memra_last_error_message());
+}
+
+void tu_write_u64(MemraEngine *e, const uint64_t *host, size_t len, MemraSliceMutU64 dst)
+{
+    MemraSliceU64 src = {host, len};
+    cr_assert_eq(memra_htod_u64_into(e, src, dst), MEMRA_STATUS_OK, "memra_htod_u64_into: %s",
+                 memra_last_error_message());
+}
+
+size_t tu_first_diff(const float *a, const float *b, size_t len)
+{
+    if (len == 0 || memcmp(a, b, len * sizeof(float)) == 0)
+        return len;
+    size_t i = 0;
+    while (memcmp(&a[i], &b[i], sizeof(float)) == 0)
+        i++;
+    return i;
+}
+
+void tu_expect_bits(const float *got, const float *ref, size_t len, const char *what, ...)
+{
+    const size_t first = tu_first_diff(got, ref, len);
+    if (first == len)
+        return;
+    char buf[768];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(buf, sizeof buf, what, ap);
+    va_end(ap);
+    uint32_t g, r;
+    memcpy(&g, &got[first], sizeof g);
+    memcpy(&r, &ref[first], sizeof r);
+    cr_assert_fail("%s: %zu of %zu words differ, the first at index %zu (%a, bits 0x%08" PRIx32
+                   ", against %a, bits 0x%08" PRIx32 ")",
+                   buf, tu_bit_diffs(got, ref, len), len, first, (double)got[first], g,
+                   (double)ref[first], r);
+}
+
+void tu_expect_poison(const float *got, size_t len, const char *what, ...)
+{
+    size_t first = len, count = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t u;
+        memcpy(&u, &got[i], sizeof u);
+        if (u != TU_POISON_BITS) {
+            if (first == len)
+                first = i;
+            count++;
+        }
+    }
+    if (count == 0)
+        return;
+    char buf[768];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(buf, sizeof buf, what, ap);
+    va_end(ap);
+    cr_assert_fail("%s: %zu of %zu words were written (must keep the poison), the first at "
+                   "index %zu (%a)",
+                   buf, count, len, first, (double)got[first]);
+}
+
+static bool tu_ident_char(char ch)
+{
+    return isalnum((unsigned char)ch) || ch == '_';
+}
+
+bool tu_has_word(const char *msg, const char *word)
+{
+    size_t n = strlen(word);
+    if (n == 0)
+        return false;
+    for (const char *p = strstr(msg, word); p != NULL; p = strstr(p + 1, word)) {
+        bool left = p == msg || !tu_ident_char(p[-1]) || !tu_ident_char(word[0]);
+        bool right = !tu_ident_char(p[n]) || !tu_ident_char(word[n - 1]);
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+bool tu_names_any(const char *msg, const char *alts)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", alts);
+    for (char *save = NULL, *alt = strtok_r(buf, "|", &save); alt != NULL;
+         alt = strtok_r(NULL, "|", &save))
+        if (tu_has_word(msg, alt))
+            return true;
+    return false;
+}
+
+tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv)
+{
+    tu_gdn_shape sh;
+    sh.num_k = num_k;
+    sh.num_v = num_v;
+    sh.d_conv = d_conv;
+    sh.key_dim = MEMRA_D_STATE * num_k;
+    sh.value_dim = MEMRA_D_STATE * num_v;
+    sh.conv_dim = 2 * sh.key_dim + sh.value_dim;
+    sh.pad = d_conv - 1;
+    sh.ring_words = sh.conv_dim * sh.pad;
+    sh.state_words = (size_t)MEMRA_D_STATE * MEMRA_D_STATE * num_v;
+    return sh;
+}
+
+void tu_gdn_weights(const tu_gdn_shape *sh, uint64_t seed, float *w, float *dt_bias, float *a)
+{
+    tu_varied(w, sh->conv_dim * sh->d_conv, tu_mix_seed(seed, 1), 0.5f);
+    tu_varied(dt_bias, sh->num_v, tu_mix_seed(seed, 2), 0.5f);
+    tu_varied(a, sh->num_v, tu_mix_seed(seed, 3), 1.0f);
+    for (size_t h = 0; h < sh->num_v; h++)
+        a[h] = -0.05f - fabsf(a[h]);
+}
+
+void tu_gdn_rows(const tu_gdn_shape *sh, size_t rows, uint64_t seed, float *qkv, float *beta_raw,
+                 float *alpha)
+{
+    tu_varied(qkv, rows * sh->conv_dim, tu_mix_seed(seed, 1), 1.0f);
+    tu_varied(beta_raw, rows * sh->num_v, tu_mix_seed(seed, 2), 2.0f);
+    tu_varied(alpha, rows * sh->num_v, tu_mix_seed(seed, 3), 2.0f);
+}
+
+void tu_gdn_sequence(const tu_gdn_shape *sh, uint64_t seed, float *ring, float *state)
+{
+    tu_varied(ring, sh->ring_words, tu_mix_seed(seed, 1), 1.0f);
+    tu_varied(state, sh->state_words, tu_mix_seed(seed, 2), 0.3f);
+}
+
+size_t tu_tiled_head(size_t num_k, size_t num_v, size_t vh)
+{
+    const size_t group = num_v / num_k;
+    return (vh % group) * num_k + vh / group;
+}
+
+void tu_to_tiled(float *dst, const float *src, size_t rows, size_t row_words, size_t offset,
+                 size_t block, size_t num_k, size_t num_v)
+{
+    cr_assert(offset + num_v * block <= row_words, "tu_to_tiled: the head blocks leave the row");
+    for (size_t r = 0; r < rows; r++) {
+        const float *s = src + r * row_words;
+        float *d = dst + r * row_words;
+        memcpy(d, s, row_words * sizeof *d);
+        for (size_t vh = 0; vh < num_v; vh++)
+            memcpy(d + offset + tu_tiled_head(num_k, num_v, vh) * block, s + offset + vh * block,
+                   block * sizeof *d);
+    }
 }

@@ -80,4 +80,86 @@ void tu_free(MemraEngine *e, void *ptr);
 /* Reads a device slice back into the existing host array `dst` (src.len elements). */
 void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
 
+/* ---- u32 buffers (accepted counts) and copies into existing buffers ---- */
+
+/* Allocates `len` u32 elements (uninitialised) and fills them with `host`. */
+MemraSliceMutU32 tu_upload_u32(MemraEngine *e, const uint32_t *host, size_t len);
+MemraSliceU32 tu_view_u32(MemraSliceMutU32 s);
+/* Stream-ordered copies of `len` host elements into the start of an existing buffer. */
+void tu_write(MemraEngine *e, const float *host, size_t len, MemraSliceMutF32 dst);
+void tu_write_u32(MemraEngine *e, const uint32_t *host, size_t len, MemraSliceMutU32 dst);
+void tu_write_u64(MemraEngine *e, const uint64_t *host, size_t len, MemraSliceMutU64 dst);
+
+/* ---- Bit-exact comparisons that say where they fail ---- */
+
+/* Index of the first word whose bits differ, or `len` when none does. */
+size_t tu_first_diff(const float *a, const float *b, size_t len);
+
+/* Fails the test unless `got` equals `ref` bit for bit, naming the comparison (printf-style
+ * `what`), how many words differ, the first of them and both values there. */
+void tu_expect_bits(const float *got, const float *ref, size_t len, const char *what, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Fails the test unless every word of `got` still holds TU_POISON_BITS. */
+void tu_expect_poison(const float *got, size_t len, const char *what, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Whether `msg` contains `word` as a whole identifier, not as part of a longer one (so that
+ * "memra_gdn_verify" is not found inside "memra_gdn_verify_x", nor "3" inside "13"). */
+bool tu_has_word(const char *msg, const char *word);
+
+/* Whether `msg` names one of the '|'-separated alternatives in `alts` (tu_has_word). */
+bool tu_names_any(const char *msg, const char *alts);
+
+/* ---- GDN problems: shapes, inputs, and the head order ---- */
+
+/* A model shape (d_state = 128) and the sizes derived from it. */
+typedef struct tu_gdn_shape {
+    size_t num_k, num_v, d_conv;
+    size_t key_dim, value_dim, conv_dim, pad;
+    /* One sequence's conv ring [conv_dim, pad] and recurrent state [num_v, 128, 128]. */
+    size_t ring_words, state_words;
+} tu_gdn_shape;
+
+tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv);
+
+/* The suite's eps and scale (the seed's). */
+#define TU_GDN_EPS 1e-6f
+#define TU_GDN_SCALE 0.08838834764831845f
+
+/* Model weights drawn from `seed`: w [conv_dim, d_conv], dt_bias and a [num_v]. The seed's
+ * spreads (w 0.5, dt_bias 0.5), except that `a` is negative, in (-1.05, -0.05], as the
+ * pre-negated decay -exp(A_log) of a real model is: long chains of rows (many decode steps)
+ * then stay bounded instead of growing by up to e^2.7 per row. */
+void tu_gdn_weights(const tu_gdn_shape *sh, uint64_t seed, float *w, float *dt_bias, float *a);
+
+/* `rows` new rows drawn from `seed` with the seed's spreads: qkv [rows, conv_dim] (1.0),
+ * beta_raw and alpha [rows, num_v] (2.0). */
+void tu_gdn_rows(const tu_gdn_shape *sh, size_t rows, uint64_t seed, float *qkv, float *beta_raw,
+                 float *alpha);
+
+/* One sequence's starting conv ring (spread 1.0) and state (spread 0.3), drawn from `seed`. */
+void tu_gdn_sequence(const tu_gdn_shape *sh, uint64_t seed, float *ring, float *state);
+
+/*
+ * The grouped GQA head order (value head vh reads key head vh / G, G = num_v / num_k) run on
+ * some inputs equals the tiled order (vh reads vh % num_k) run on the same inputs with their
+ * value heads moved: grouped head vh = kh * G + g (kh = vh / G, g = vh % G) goes to tiled
+ * position tu_tiled_head(vh) = g * num_k + kh. That position reads key head
+ * (g * num_k + kh) % num_k = kh, the key head grouped head vh reads; every per-value-head
+ * quantity (dt_bias, a, beta_raw, alpha, the v channels of qkv, their conv weights and ring
+ * columns, the state's head, and every output indexed by value head) moves with it, and no
+ * arithmetic mixes two value heads, so the tiled run computes bit for bit what the grouped run
+ * does, at the moved positions. The map is a bijection: g * num_k + kh runs over 0 .. num_v - 1
+ * exactly once as (kh, g) runs over num_k x G.
+ */
+size_t tu_tiled_head(size_t num_k, size_t num_v, size_t vh);
+
+/* Copies `rows` rows of `row_words` words from src to dst, moving the value-head blocks: the
+ * block of `block` words of grouped head vh at `offset + vh * block` of a source row lands at
+ * `offset + tu_tiled_head(vh) * block` of the destination row; every other word is copied in
+ * place. dst and src must not overlap. */
+void tu_to_tiled(float *dst, const float *src, size_t rows, size_t row_words, size_t offset,
+                 size_t block, size_t num_k, size_t num_v);
+
 #endif /* MEMRA_TESTUTIL_H */

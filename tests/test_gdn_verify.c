@@ -1,0 +1,750 @@
+/*
+ * The one-launch verify (memra_gdn_verify) in SNAPSHOTS and FINAL_ONLY modes against the 1.0
+ * packed program on the same backend: memra_ssm_conv1d_fused_decode_tloop with conv snapshots,
+ * memra_gdn_prep_decode_b over the b_n * t rows and memra_gdn_scan_s128_tsnap with state
+ * snapshots. Every tensor the verify writes must be BIT-IDENTICAL to the program's: conv_outs,
+ * q_l2, k_l2, v_g, beta, g_log, o, the final ring, both state buffers of every sequence (the
+ * final state where the parity puts it, the other buffer as the program leaves it) and every
+ * snapshot.
+ *
+ * Each case draws fresh inputs, runs the 1.0 program as the reference, then the verify with
+ * its outputs carved from one poisoned arena: the outputs the case asks for must match, the
+ * optional outputs it omits ({NULL, 0}), the snapshots of FINAL_ONLY mode and the gaps between
+ * the views must keep their poison bit for bit, so a write to the wrong place is seen. Rings
+ * and states are followed by guard words that must come out unchanged. In graph mode the
+ * verify is captured once and replayed twice after the table was rebound: first to fresh
+ * buffers, then to the same buffers shifted by one sequence with canonical and alternate
+ * swapped; the buffers the graph was captured with must not change in either replay.
+ *
+ * The GROUPED head order is checked against the tiled 1.0 program run on head-permuted inputs
+ * (tu_tiled_head in testutil.h derives the permutation): the verify's outputs, moved to the
+ * tiled positions, must equal the program's.
+ *
+ * The default grid samples t 1..16, b_n 1..32 and d_conv 1..8 on the small shape (num_k = 2,
+ * num_v = 4) and takes a few points of the production shape (num_k = 16, num_v = 32), so that
+ * the CPU run stays short; MEMRA_TEST_FULL=1 adds the full cross product on the small shape.
+ */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memra.h"
+#include "testutil.h"
+
+/* Words of poison between the output views, and guard words after every ring and state. */
+#define GV_GAP ((size_t)64)
+#define GV_GUARD ((size_t)16)
+#define GV_B_MAX ((size_t)32)
+
+/* The tensors a verify writes, in the order they are reported. The first six are the optional
+ * activations (bit i of gv_case.outs asks for tensor i). */
+enum gv_tensor {
+    GV_CONV_OUTS,
+    GV_Q_L2,
+    GV_K_L2,
+    GV_V_G,
+    GV_BETA,
+    GV_G_LOG,
+    GV_O,
+    GV_SNAP_CONV,
+    GV_SNAP_SSM,
+    GV_RING,
+    GV_CANONICAL,
+    GV_ALTERNATE,
+    GV_N_TENSORS
+};
+#define GV_N_OPTIONAL 6
+#define GV_ALL_OUTS ((1u << GV_N_OPTIONAL) - 1)
+/* The tensors that live in the output arena (the rest are per-sequence buffers). */
+#define GV_N_ARENA (GV_SNAP_SSM + 1)
+
+static const char *const gv_name[GV_N_TENSORS] = {
+    "conv_outs",
+    "q_l2",
+    "k_l2",
+    "v_g",
+    "beta",
+    "g_log",
+    "o",
+    "conv snapshots",
+    "state snapshots",
+    "final ring",
+    "canonical state",
+    "alternate state",
+};
+
+typedef struct gv_case {
+    size_t num_k, num_v, t, b, d_conv;
+    MemraVerifyMode mode;
+    MemraHeadOrder order;
+    /* Which optional activations are given (bit i: tensor i). */
+    unsigned outs;
+    bool graph;
+    /* SNAPSHOTS mode with t = 1 only: pass snapshot views anyway. The shapes are
+     * [b_n, 0, ...], so any view is long enough; the verify must accept them and leave them
+     * untouched. */
+    bool t1_snapshot_views;
+    /* Set when the case runs: the base of its inputs. */
+    uint64_t seed;
+} gv_case;
+
+static void *gv_array(size_t words)
+{
+    void *p = malloc((words ? words : 1) * sizeof(float));
+    cr_assert_not_null(p);
+    return p;
+}
+
+static void gv_describe(const gv_case *c, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "num_k=%zu num_v=%zu t=%zu b_n=%zu d_conv=%zu %s %s outs=0x%02x %s, " TU_SEED_FMT,
+             c->num_k, c->num_v, c->t, c->b, c->d_conv,
+             c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS ? "SNAPSHOTS" : "FINAL_ONLY",
+             c->order == MEMRA_HEAD_ORDER_GROUPED ? "GROUPED" : "TILED", c->outs,
+             c->graph ? "graph-replayed" : "eager", c->seed);
+}
+
+/* ---- Inputs ---- */
+
+/* Host inputs; per-sequence arrays are sequence-major. `alt0` is what the alternate state
+ * buffers hold before the run (random, so that "left as the program leaves it" means
+ * something). */
+typedef struct gv_host {
+    float *w, *dt_bias, *a;
+    float *ring0, *state0, *alt0;
+    float *qkv, *beta_raw, *alpha;
+} gv_host;
+
+static void gv_host_alloc(const tu_gdn_shape *sh, size_t t, size_t b, gv_host *h)
+{
+    h->w = gv_array(sh->conv_dim * sh->d_conv);
+    h->dt_bias = gv_array(sh->num_v);
+    h->a = gv_array(sh->num_v);
+    h->ring0 = gv_array(b * sh->ring_words);
+    h->state0 = gv_array(b * sh->state_words);
+    h->alt0 = gv_array(b * sh->state_words);
+    h->qkv = gv_array(b * t * sh->conv_dim);
+    h->beta_raw = gv_array(b * t * sh->num_v);
+    h->alpha = gv_array(b * t * sh->num_v);
+}
+
+static void gv_host_make(const gv_case *c, const tu_gdn_shape *sh, gv_host *h)
+{
+    gv_host_alloc(sh, c->t, c->b, h);
+    tu_gdn_weights(sh, tu_mix_seed(c->seed, 0), h->w, h->dt_bias, h->a);
+    tu_gdn_rows(sh, c->b * c->t, tu_mix_seed(c->seed, 1), h->qkv, h->beta_raw, h->alpha);
+    for (size_t s = 0; s < c->b; s++) {
+        tu_gdn_sequence(sh, tu_mix_seed(c->seed, 100 + s), h->ring0 + s * sh->ring_words,
+                        h->state0 + s * sh->state_words);
+        tu_varied(h->alt0 + s * sh->state_words, sh->state_words, tu_mix_seed(c->seed, 200 + s),
+                  0.3f);
+    }
+}
+
+static void gv_host_free(gv_host *h)
+{
+    float *all[] = {h->w,    h->dt_bias, h->a,        h->ring0, h->state0,
+                    h->alt0, h->qkv,     h->beta_raw, h->alpha};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+/* How each tensor's value heads are laid out, for moving them to the tiled positions:
+ * `rows` rows of `row_words` words, head blocks of `block` words from `offset`. */
+typedef struct gv_layout {
+    size_t rows, row_words, offset, block;
+} gv_layout;
+
+static gv_layout gv_layout_of(const tu_gdn_shape *sh, size_t t, size_t b, int tensor)
+{
+    const size_t S = MEMRA_D_STATE, snaps = t >= 1 ? b * (t - 1) : 0;
+    switch (tensor) {
+    case GV_CONV_OUTS:
+        return (gv_layout){b * t, sh->conv_dim, 2 * sh->key_dim, S};
+    case GV_Q_L2:
+    case GV_K_L2:
+    case GV_V_G:
+    case GV_O:
+        return (gv_layout){b * t, sh->value_dim, 0, S};
+    case GV_BETA:
+    case GV_G_LOG:
+        return (gv_layout){b * t, sh->num_v, 0, 1};
+    case GV_SNAP_CONV:
+        return (gv_layout){snaps, sh->ring_words, 2 * sh->key_dim * sh->pad, S * sh->pad};
+    case GV_SNAP_SSM:
+        return (gv_layout){snaps, sh->state_words, 0, S * S};
+    case GV_RING:
+        return (gv_layout){b, sh->ring_words, 2 * sh->key_dim * sh->pad, S * sh->pad};
+    case GV_CANONICAL:
+    case GV_ALTERNATE:
+        return (gv_layout){b, sh->state_words, 0, S * S};
+    }
+    cr_assert_fail("gv_layout_of: unknown tensor %d", tensor);
+    return (gv_layout){0, 0, 0, 0};
+}
+
+static size_t gv_len(const tu_gdn_shape *sh, size_t t, size_t b, int tensor)
+{
+    gv_layout l = gv_layout_of(sh, t, b, tensor);
+    return l.rows * l.row_words;
+}
+
+/* A copy of `src` (laid out as `l`, grouped order) with its value heads at the tiled
+ * positions. */
+static float *gv_tiled_copy(const float *src, gv_layout l, const tu_gdn_shape *sh)
+{
+    float *dst = gv_array(l.rows * l.row_words);
+    tu_to_tiled(dst, src, l.rows, l.row_words, l.offset, l.block, sh->num_k, sh->num_v);
+    return dst;
+}
+
+/* The inputs of `h` with their value heads moved to the tiled positions: what the tiled 1.0
+ * program must be given to compute what the grouped verify computes on `h`. */
+static void gv_host_tiled(const tu_gdn_shape *sh, size_t t, size_t b, const gv_host *h,
+                          gv_host *out)
+{
+    const size_t S = MEMRA_D_STATE;
+    const gv_layout w = {1, sh->conv_dim * sh->d_conv, 2 * sh->key_dim * sh->d_conv,
+                         S * sh->d_conv};
+    const gv_layout heads = {1, sh->num_v, 0, 1};
+    out->w = gv_tiled_copy(h->w, w, sh);
+    out->dt_bias = gv_tiled_copy(h->dt_bias, heads, sh);
+    out->a = gv_tiled_copy(h->a, heads, sh);
+    out->ring0 = gv_tiled_copy(h->ring0, gv_layout_of(sh, t, b, GV_RING), sh);
+    out->state0 = gv_tiled_copy(h->state0, gv_layout_of(sh, t, b, GV_CANONICAL), sh);
+    out->alt0 = gv_tiled_copy(h->alt0, gv_layout_of(sh, t, b, GV_ALTERNATE), sh);
+    out->qkv = gv_tiled_copy(h->qkv, gv_layout_of(sh, t, b, GV_CONV_OUTS), sh);
+    out->beta_raw = gv_tiled_copy(h->beta_raw, gv_layout_of(sh, t, b, GV_BETA), sh);
+    out->alpha = gv_tiled_copy(h->alpha, gv_layout_of(sh, t, b, GV_G_LOG), sh);
+}
+
+/* ---- Results ---- */
+
+typedef struct gv_result {
+    float *t[GV_N_TENSORS];
+    size_t len[GV_N_TENSORS];
+} gv_result;
+
+static void gv_result_make(const tu_gdn_shape *sh, size_t t, size_t b, gv_result *r)
+{
+    for (int i = 0; i < GV_N_TENSORS; i++) {
+        r->len[i] = gv_len(sh, t, b, i);
+        r->t[i] = gv_array(r->len[i]);
+    }
+}
+
+static void gv_result_free(gv_result *r)
+{
+    for (int i = 0; i < GV_N_TENSORS; i++)
+        free(r->t[i]);
+}
+
+/* ---- Per-sequence buffers ---- */
+
+/* The ring and the two states each sequence row of the table points at, each followed by
+ * GV_GUARD guard words. */
+typedef struct gv_seqs {
+    size_t b;
+    MemraSliceMutF32 ring[GV_B_MAX], canonical[GV_B_MAX], alternate[GV_B_MAX];
+} gv_seqs;
+
+static float gv_guard_words[GV_GUARD];
+
+static void gv_guard_init(uint64_t seed)
+{
+    tu_varied(gv_guard_words, GV_GUARD, tu_mix_seed(seed, 999), 1.0f);
+}
+
+static MemraSliceMutF32 gv_seq_buffer(MemraEngine *e, const float *init, size_t words)
+{
+    MemraSliceMutF32 s = tu_poisoned(e, words + GV_GUARD);
+    if (words)
+        tu_write(e, init, words, s);
+    MemraSliceF32 src = {gv_guard_words, GV_GUARD};
+    TU_OK(memra_htod_f32_into(e, src, tu_sub_mut(s, words, GV_GUARD)));
+    return s;
+}
+
+/* Fills (or allocates, when `fresh`) the buffers of every sequence with its starting ring and
+ * states. */
+static void gv_seqs_fill(MemraEngine *e, const tu_gdn_shape *sh, const gv_host *h, gv_seqs *q,
+                         size_t b, bool fresh)
+{
+    q->b = b;
+    for (size_t s = 0; s < b; s++) {
+        const float *ring0 = h->ring0 + s * sh->ring_words;
+        const float *state0 = h->state0 + s * sh->state_words;
+        const float *alt0 = h->alt0 + s * sh->state_words;
+        if (fresh) {
+            q->ring[s] = gv_seq_buffer(e, ring0, sh->ring_words);
+            q->canonical[s] = gv_seq_buffer(e, state0, sh->state_words);
+            q->alternate[s] = gv_seq_buffer(e, alt0, sh->state_words);
+        } else {
+            if (sh->ring_words)
+                tu_write(e, ring0, sh->ring_words, q->ring[s]);
+            tu_write(e, state0, sh->state_words, q->canonical[s]);
+            tu_write(e, alt0, sh->state_words, q->alternate[s]);
+        }
+    }
+}
+
+static void gv_seqs_free(MemraEngine *e, const gv_seqs *q)
+{
+    for (size_t s = 0; s < q->b; s++) {
+        tu_free(e, q->ring[s].ptr);
+        tu_free(e, q->canonical[s].ptr);
+        tu_free(e, q->alternate[s].ptr);
+    }
+}
+
+static MemraSliceMutU64 gv_table(MemraEngine *e, const gv_seqs *q)
+{
+    uint64_t host[3 * GV_B_MAX];
+    for (size_t s = 0; s < q->b; s++) {
+        host[3 * s + 0] = tu_addr(q->ring[s]);
+        host[3 * s + 1] = tu_addr(q->canonical[s]);
+        host[3 * s + 2] = tu_addr(q->alternate[s]);
+    }
+    return tu_upload_u64(e, host, 3 * q->b);
+}
+
+static void gv_bind(MemraEngine *e, const gv_seqs *q, MemraSliceMutU64 table)
+{
+    uint64_t host[3 * GV_B_MAX];
+    for (size_t s = 0; s < q->b; s++) {
+        host[3 * s + 0] = tu_addr(q->ring[s]);
+        host[3 * s + 1] = tu_addr(q->canonical[s]);
+        host[3 * s + 2] = tu_addr(q->alternate[s]);
+    }
+    tu_write_u64(e, host, 3 * q->b, table);
+}
+
+/* Reads the ring and both states of every sequence into `r`, and checks every guard. */
+static void gv_seqs_collect(MemraEngine *e, const tu_gdn_shape *sh, const gv_seqs *q, gv_result *r,
+                            const char *desc, const char *what)
+{
+    float *buf = gv_array(sh->state_words + GV_GUARD);
+    for (size_t s = 0; s < q->b; s++) {
+        const MemraSliceMutF32 bufs[3] = {q->ring[s], q->canonical[s], q->alternate[s]};
+        const int tensors[3] = {GV_RING, GV_CANONICAL, GV_ALTERNATE};
+        for (int i = 0; i < 3; i++) {
+            const size_t words = i == 0 ? sh->ring_words : sh->state_words;
+            tu_download_into(e, tu_view(bufs[i]), buf);
+            memcpy(r->t[tensors[i]] + s * words, buf, words * sizeof *buf);
+            tu_expect_bits(buf + words, gv_guard_words, GV_GUARD,
+                           "%s, %s: the guard words after the %s of sequence %zu", desc, what,
+                           gv_name[tensors[i]], s);
+        }
+    }
+    free(buf);
+}
+
+/* ---- The 1.0 program (the reference) ---- */
+
+static void gv_program(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, const gv_host *h,
+                       gv_result *ref)
+{
+    const size_t t = c->t, b = c->b, cd = sh->conv_dim, nv = sh->num_v;
+    const MemraSliceMutF32 none = {NULL, 0};
+    MemraSliceMutF32 w = tu_upload(e, h->w, cd * sh->d_conv);
+    MemraSliceMutF32 dt_bias = tu_upload(e, h->dt_bias, nv);
+    MemraSliceMutF32 a = tu_upload(e, h->a, nv);
+    MemraSliceMutF32 qkv = tu_upload(e, h->qkv, b * t * cd);
+    MemraSliceMutF32 beta_raw = tu_upload(e, h->beta_raw, b * t * nv);
+    MemraSliceMutF32 alpha = tu_upload(e, h->alpha, b * t * nv);
+    MemraSliceMutF32 out[GV_N_ARENA];
+    for (int i = 0; i < GV_N_ARENA; i++)
+        out[i] = tu_poisoned(e, ref->len[i] ? ref->len[i] : 1);
+    gv_seqs q;
+    gv_seqs_fill(e, sh, h, &q, b, true);
+    MemraSliceMutU64 table = gv_table(e, &q);
+    const MemraSliceMutF32 snap_conv = ref->len[GV_SNAP_CONV] ? out[GV_SNAP_CONV] : none;
+    const MemraSliceMutF32 snap_ssm = ref->len[GV_SNAP_SSM] ? out[GV_SNAP_SSM] : none;
+
+    TU_OK(memra_ssm_conv1d_fused_decode_tloop(e, tu_view(qkv), tu_view_u64(table), tu_view(w),
+                                              out[GV_CONV_OUTS], snap_conv, cd, sh->d_conv, t, b));
+    TU_OK(memra_gdn_prep_decode_b(e, tu_view(out[GV_CONV_OUTS]), tu_view(beta_raw), tu_view(alpha),
+                                  tu_view(dt_bias), tu_view(a), out[GV_Q_L2], out[GV_K_L2],
+                                  out[GV_V_G], out[GV_BETA], out[GV_G_LOG], MEMRA_D_STATE, nv,
+                                  sh->num_k, sh->key_dim, TU_GDN_EPS, cd, b * t));
+    TU_OK(memra_gdn_scan_s128_tsnap(e, tu_view(out[GV_Q_L2]), tu_view(out[GV_K_L2]),
+                                    tu_view(out[GV_V_G]), tu_view(out[GV_G_LOG]),
+                                    tu_view(out[GV_BETA]), tu_view_u64(table), out[GV_O], nv, t, b,
+                                    TU_GDN_SCALE, snap_ssm));
+    for (int i = 0; i < GV_N_ARENA; i++)
+        if (ref->len[i])
+            tu_download_into(e, tu_sub(out[i], 0, ref->len[i]), ref->t[i]);
+    char desc[256];
+    gv_describe(c, desc, sizeof desc);
+    gv_seqs_collect(e, sh, &q, ref, desc, "the 1.0 program");
+    cr_assert(tu_all_finite(ref->t[GV_O], ref->len[GV_O]),
+              "%s: the 1.0 program's o is not finite (the inputs are out of range)", desc);
+
+    gv_seqs_free(e, &q);
+    void *bufs[] = {w.ptr, dt_bias.ptr, a.ptr, qkv.ptr, beta_raw.ptr, alpha.ptr, table.ptr};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tu_free(e, bufs[i]);
+    for (int i = 0; i < GV_N_ARENA; i++)
+        tu_free(e, out[i].ptr);
+}
+
+/* ---- The verify ---- */
+
+typedef struct gv_run {
+    const gv_case *c;
+    tu_gdn_shape sh;
+    MemraVerifyArgs args;
+    /* One poisoned buffer holding every output view, GV_GAP words apart. */
+    MemraSliceMutF32 arena;
+    size_t off[GV_N_ARENA], len[GV_N_ARENA];
+    unsigned calls;
+} gv_run;
+
+static MemraStatus gv_step(MemraEngine *e, void *user)
+{
+    gv_run *r = user;
+    r->calls++;
+    return memra_gdn_verify(e, &r->args);
+}
+
+/* Whether the verify is given tensor i of the arena. */
+static bool gv_given(const gv_case *c, int i)
+{
+    if (i < GV_N_OPTIONAL)
+        return (c->outs >> i) & 1u;
+    if (i == GV_O)
+        return true;
+    return c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS && c->t >= 2;
+}
+
+/* Checks one run of the verify: the arena against the reference (given tensors) and the
+ * poison (omitted tensors, gaps), the sequences' buffers against the reference. */
+static void gv_check(MemraEngine *e, gv_run *r, const gv_seqs *q, const gv_result *ref,
+                     const char *what)
+{
+    const gv_case *c = r->c;
+    const tu_gdn_shape *sh = &r->sh;
+    char desc[256];
+    gv_describe(c, desc, sizeof desc);
+    float *arena = tu_download(e, r->arena);
+    gv_result got;
+    gv_result_make(sh, c->t, c->b, &got);
+    gv_seqs_collect(e, sh, q, &got, desc, what);
+
+    size_t at = 0;
+    for (int i = 0; i < GV_N_ARENA; i++) {
+        /* The poison before this view (the gap after the previous one). */
+        tu_expect_poison(arena + at, r->off[i] - at, "%s, %s: the gap before %s", desc, what,
+                         gv_name[i]);
+        const float *view = arena + r->off[i];
+        const size_t n = r->len[i];
+        if (!gv_given(c, i)) {
+            tu_expect_poison(view, n ? n : 1, "%s, %s: %s was not asked for", desc, what,
+                             gv_name[i]);
+        } else if (n > 0) {
+            memcpy(got.t[i], view, n * sizeof *view);
+        } else {
+            /* A view of one word standing for a tensor of none (d_conv = 1 snapshots). */
+            tu_expect_poison(view, 1, "%s, %s: the view of %s (0 words needed)", desc, what,
+                             gv_name[i]);
+        }
+        at = r->off[i] + (n ? n : 1);
+    }
+    tu_expect_poison(arena + at, r->arena.len - at, "%s, %s: the gap after the last view", desc,
+                     what);
+
+    for (int i = 0; i < GV_N_TENSORS; i++) {
+        if (got.len[i] == 0 || (i < GV_N_ARENA && !gv_given(c, i)))
+            continue;
+        const float *cmp = got.t[i];
+        float *moved = NULL;
+        if (c->order == MEMRA_HEAD_ORDER_GROUPED)
+            cmp = moved = gv_tiled_copy(got.t[i], gv_layout_of(sh, c->t, c->b, i), sh);
+        tu_expect_bits(cmp, ref->t[i], got.len[i], "%s, %s: %s against the 1.0 program%s", desc,
+                       what, gv_name[i],
+                       c->order == MEMRA_HEAD_ORDER_GROUPED ? " on head-permuted inputs" : "");
+        free(moved);
+    }
+    gv_result_free(&got);
+    free(arena);
+}
+
+static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, const gv_host *h,
+                      const gv_result *ref)
+{
+    const size_t t = c->t, b = c->b, cd = sh->conv_dim, nv = sh->num_v;
+    gv_run r = {.c = c, .sh = *sh};
+    MemraSliceMutF32 w = tu_upload(e, h->w, cd * sh->d_conv);
+    MemraSliceMutF32 dt_bias = tu_upload(e, h->dt_bias, nv);
+    MemraSliceMutF32 a = tu_upload(e, h->a, nv);
+    MemraSliceMutF32 qkv = tu_upload(e, h->qkv, b * t * cd);
+    MemraSliceMutF32 beta_raw = tu_upload(e, h->beta_raw, b * t * nv);
+    MemraSliceMutF32 alpha = tu_upload(e, h->alpha, b * t * nv);
+
+    size_t at = GV_GAP;
+    for (int i = 0; i < GV_N_ARENA; i++) {
+        r.len[i] = ref->len[i];
+        r.off[i] = at;
+        at += (r.len[i] ? r.len[i] : 1) + GV_GAP;
+    }
+    r.arena = tu_poisoned(e, at);
+
+    gv_seqs first;
+    gv_seqs_fill(e, sh, h, &first, b, true);
+    MemraSliceMutU64 table = gv_table(e, &first);
+
+    TU_OK(memra_verify_args_init(&r.args));
+    MemraVerifyArgs *v = &r.args;
+    v->mode = c->mode;
+    v->head_order = c->order;
+    v->num_k = sh->num_k;
+    v->num_v = nv;
+    v->d_conv = sh->d_conv;
+    v->t = t;
+    v->b_n = b;
+    v->eps = TU_GDN_EPS;
+    v->scale = TU_GDN_SCALE;
+    v->qkv = tu_view(qkv);
+    v->table = tu_view_u64(table);
+    v->w = tu_view(w);
+    v->beta_raw = tu_view(beta_raw);
+    v->alpha = tu_view(alpha);
+    v->dt_bias = tu_view(dt_bias);
+    v->a = tu_view(a);
+    MemraSliceMutF32 *const views[GV_N_ARENA] = {
+        &v->conv_outs, &v->q_l2, &v->k_l2,      &v->v_g,      &v->beta,
+        &v->g_log,     &v->o,    &v->snap_conv, &v->snap_ssm,
+    };
+    for (int i = 0; i < GV_N_ARENA; i++)
+        if (gv_given(c, i) || (c->t1_snapshot_views && i >= GV_SNAP_CONV))
+            *views[i] = tu_sub_mut(r.arena, r.off[i], r.len[i] ? r.len[i] : 1);
+
+    if (!c->graph) {
+        TU_OK(memra_gdn_verify(e, v));
+        gv_check(e, &r, &first, ref, "eager");
+    } else {
+        MemraGraph *graph = NULL;
+        TU_OK(memra_graph_capture(e, gv_step, &r, &graph));
+        cr_assert_eq(r.calls, 3, "the step ran %u times during the capture, not 3", r.calls);
+
+        /* What the warm-up runs left in the buffers the graph was captured with. */
+        gv_result kept;
+        gv_result_make(sh, t, b, &kept);
+        gv_seqs_collect(e, sh, &first, &kept, "capture", "after the warm-ups");
+
+        gv_seqs now;
+        gv_seqs_fill(e, sh, h, &now, b, true);
+        gv_bind(e, &now, table);
+        tu_poison(e, r.arena);
+        TU_OK(memra_graph_launch(e, graph));
+        gv_check(e, &r, &now, ref, "graph replay 1, table rebound to fresh buffers");
+
+        /* The same buffers, shifted by one sequence, canonical and alternate swapped. */
+        gv_seqs shifted;
+        shifted.b = b;
+        for (size_t s = 0; s < b; s++) {
+            shifted.ring[s] = now.ring[(s + 1) % b];
+            shifted.canonical[s] = now.alternate[(s + 1) % b];
+            shifted.alternate[s] = now.canonical[(s + 1) % b];
+        }
+        gv_seqs_fill(e, sh, h, &shifted, b, false);
+        gv_bind(e, &shifted, table);
+        tu_poison(e, r.arena);
+        TU_OK(memra_graph_launch(e, graph));
+        gv_check(e, &r, &shifted, ref,
+                 "graph replay 2, table shifted by one sequence, canonical and alternate swapped");
+        cr_assert_eq(r.calls, 3, "replaying the graph called the step again");
+
+        gv_result after;
+        gv_result_make(sh, t, b, &after);
+        gv_seqs_collect(e, sh, &first, &after, "capture", "after the replays");
+        for (int i = GV_RING; i <= GV_ALTERNATE; i++)
+            tu_expect_bits(after.t[i], kept.t[i], kept.len[i],
+                           "a replay after rebinding wrote the %s the graph was captured with",
+                           gv_name[i]);
+        gv_result_free(&kept);
+        gv_result_free(&after);
+        gv_seqs_free(e, &now);
+        TU_OK(memra_graph_destroy(e, graph));
+    }
+
+    gv_seqs_free(e, &first);
+    void *bufs[] = {w.ptr,        dt_bias.ptr, a.ptr,     qkv.ptr,
+                    beta_raw.ptr, alpha.ptr,   table.ptr, r.arena.ptr};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tu_free(e, bufs[i]);
+}
+
+static void gv_run_case(gv_case c, MemraBackend backend)
+{
+    c.seed = tu_fresh_seed();
+    cr_assert(c.b >= 1 && c.b <= GV_B_MAX && c.t >= 1);
+    const tu_gdn_shape sh = tu_gdn_shape_make(c.num_k, c.num_v, c.d_conv);
+    MemraEngine *e = tu_engine(backend);
+    gv_guard_init(c.seed);
+    gv_host h;
+    gv_host_make(&c, &sh, &h);
+    gv_result ref;
+    gv_result_make(&sh, c.t, c.b, &ref);
+    if (c.order == MEMRA_HEAD_ORDER_GROUPED) {
+        gv_host tiled;
+        gv_host_tiled(&sh, c.t, c.b, &h, &tiled);
+        gv_program(e, &c, &sh, &tiled, &ref);
+        gv_host_free(&tiled);
+    } else {
+        gv_program(e, &c, &sh, &h, &ref);
+    }
+    gv_verify(e, &c, &sh, &h, &ref);
+    gv_result_free(&ref);
+    gv_host_free(&h);
+    TU_OK(memra_engine_destroy(e));
+}
+
+/* ---- The grid ---- */
+
+#define SNAP MEMRA_VERIFY_MODE_SNAPSHOTS
+#define FINAL MEMRA_VERIFY_MODE_FINAL_ONLY
+#define TILED MEMRA_HEAD_ORDER_TILED
+#define GROUPED MEMRA_HEAD_ORDER_GROUPED
+
+static bool gv_full(void)
+{
+    const char *on = getenv("MEMRA_TEST_FULL");
+    return on != NULL && strcmp(on, "1") == 0;
+}
+
+/* Fills `out` (when not NULL) with the cases and returns their number. */
+static size_t gv_cases(gv_case *out)
+{
+    size_t n = 0;
+#define GV_ADD(nk, nv, t_, b_, dc, mode_, order_, outs_, graph_)                                   \
+    do {                                                                                           \
+        if (out)                                                                                   \
+            out[n] = (gv_case){nk, nv, t_, b_, dc, mode_, order_, outs_, graph_, false, 0};        \
+        n++;                                                                                       \
+    } while (0)
+    const MemraVerifyMode modes[2] = {SNAP, FINAL};
+    for (int m = 0; m < 2; m++) {
+        const MemraVerifyMode mode = modes[m];
+        /* Every t, three sequences. */
+        for (size_t t = 1; t <= 16; t++)
+            GV_ADD(2, 4, t, 3, 4, mode, TILED, GV_ALL_OUTS, false);
+        /* b_n up to 32. */
+        const size_t bs[] = {1, 2, 5, 8, 17, 32};
+        for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+            GV_ADD(2, 4, bs[i] >= 17 ? 2 : 4, bs[i], 4, mode, TILED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 7, 32, 4, mode, TILED, GV_ALL_OUTS, false);
+        /* Every conv width, at an odd and an even t. */
+        for (size_t dc = 1; dc <= MEMRA_D_CONV_MAX; dc++) {
+            GV_ADD(2, 4, 5, 2, dc, mode, TILED, GV_ALL_OUTS, false);
+            GV_ADD(2, 4, 2, 3, dc, mode, TILED, dc % 2 ? 0u : GV_ALL_OUTS, false);
+        }
+        /* The optional outputs: none, each alone, each left out. */
+        GV_ADD(2, 4, 3, 2, 4, mode, TILED, 0u, false);
+        for (unsigned i = 0; i < GV_N_OPTIONAL; i++) {
+            GV_ADD(2, 4, 3, 2, 4, mode, TILED, 1u << i, false);
+            GV_ADD(2, 4, 4, 2, 3, mode, TILED, GV_ALL_OUTS & ~(1u << i), false);
+        }
+        /* Graph-replayed with rebinding. */
+        const size_t gt[] = {1, 2, 3, 8, 16};
+        for (size_t i = 0; i < sizeof gt / sizeof gt[0]; i++)
+            GV_ADD(2, 4, gt[i], i % 2 ? 1 : 3, 4, mode, TILED, i % 2 ? 0x15u : GV_ALL_OUTS, true);
+        GV_ADD(2, 4, 5, 4, 1, mode, TILED, GV_ALL_OUTS, true);
+        GV_ADD(2, 4, 4, 2, 8, mode, TILED, 0u, true);
+        GV_ADD(2, 4, 3, 32, 2, mode, TILED, GV_ALL_OUTS, true);
+        /* The grouped head order, eager and graph-replayed. */
+        GV_ADD(2, 4, 1, 3, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 2, 1, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 5, 3, 1, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 16, 2, 8, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 6, 5, 3, mode, GROUPED, 0x2au, false);
+        GV_ADD(2, 4, 3, 3, 4, mode, GROUPED, GV_ALL_OUTS, true);
+        GV_ADD(2, 4, 8, 2, 6, mode, GROUPED, 0u, true);
+        /* num_v = 8 over num_k = 2: groups of four heads. */
+        GV_ADD(2, 8, 4, 2, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 8, 3, 2, 4, mode, TILED, GV_ALL_OUTS, false);
+        /* The production shape. */
+        GV_ADD(16, 32, mode == SNAP ? 8 : 16, 2, 4, mode, TILED, GV_ALL_OUTS, false);
+        GV_ADD(16, 32, 1, 4, 4, mode, TILED, GV_ALL_OUTS, false);
+        GV_ADD(16, 32, 5, 2, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(16, 32, 4, 2, 4, mode, TILED, 0x01u, true);
+        GV_ADD(16, 32, 3, 2, 4, mode, GROUPED, 0u, true);
+    }
+    GV_ADD(16, 32, 2, 32, 4, FINAL, TILED, GV_ALL_OUTS, false);
+    GV_ADD(16, 32, 2, 8, 4, SNAP, TILED, GV_ALL_OUTS, false);
+
+    if (gv_full()) {
+        const size_t bs[] = {1, 2, 3, 7, 16, 32};
+        for (int m = 0; m < 2; m++)
+            for (int o = 0; o < 2; o++)
+                for (size_t t = 1; t <= 16; t++)
+                    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++)
+                        for (size_t dc = 1; dc <= MEMRA_D_CONV_MAX; dc++)
+                            GV_ADD(2, 4, t, bs[i], dc, modes[m], o ? GROUPED : TILED, GV_ALL_OUTS,
+                                   false);
+    }
+#undef GV_ADD
+    return n;
+}
+
+static void gv_free_cases(struct criterion_test_params *ctp)
+{
+    cr_free(ctp->params);
+}
+
+static struct criterion_test_params gv_make_cases(void)
+{
+    size_t n = gv_cases(NULL);
+    gv_case *cases = cr_malloc(n * sizeof *cases);
+    cr_assert_not_null(cases);
+    gv_cases(cases);
+    return cr_make_param_array(gv_case, cases, n, gv_free_cases);
+}
+
+ParameterizedTestParameters(gdn_verify, grid_cpu)
+{
+    return gv_make_cases();
+}
+
+ParameterizedTest(gv_case *c, gdn_verify, grid_cpu)
+{
+    gv_run_case(*c, MEMRA_BACKEND_CPU);
+}
+
+ParameterizedTestParameters(gdn_verify, grid_cuda)
+{
+    return gv_make_cases();
+}
+
+ParameterizedTest(gv_case *c, gdn_verify, grid_cuda)
+{
+    gv_run_case(*c, MEMRA_BACKEND_CUDA);
+}
+
+/* SNAPSHOTS mode with t = 1 writes no snapshot (their shapes hold no row), so snapshot views
+ * are not required; given anyway (a host that keeps its snapshot buffers bound whatever t is),
+ * they are long enough for their empty shapes and must be accepted and left untouched. */
+static void gv_t1_snapshot_views(MemraBackend backend)
+{
+    const size_t bs[] = {1, 3};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) {
+        gv_case c = {2, 4, 1, bs[i], 4, SNAP, TILED, GV_ALL_OUTS, false, true, 0};
+        gv_run_case(c, backend);
+    }
+}
+
+Test(gdn_verify, t1_snapshot_views_cpu)
+{
+    gv_t1_snapshot_views(MEMRA_BACKEND_CPU);
+}
+
+Test(gdn_verify, t1_snapshot_views_cuda)
+{
+    gv_t1_snapshot_views(MEMRA_BACKEND_CUDA);
+}
