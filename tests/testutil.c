@@ -208,15 +208,6 @@ void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst)
                  memra_last_error_message());
 }
 
-MemraSliceMutU32 tu_upload_u32(MemraEngine *e, const uint32_t *host, size_t len)
-{
-    MemraSliceMutU32 s;
-    cr_assert_eq(memra_alloc_u32(e, len, MEMRA_ALLOC_INIT_UNINIT, &s), MEMRA_STATUS_OK,
-                 "memra_alloc_u32: %s", memra_last_error_message());
-    tu_write_u32(e, host, len, s);
-    return s;
-}
-
 MemraSliceU32 tu_view_u32(MemraSliceMutU32 s)
 {
     MemraSliceU32 v = {s.ptr, s.len};

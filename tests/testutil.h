@@ -80,10 +80,8 @@ void tu_free(MemraEngine *e, void *ptr);
 /* Reads a device slice back into the existing host array `dst` (src.len elements). */
 void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
 
-/* ---- u32 buffers (accepted counts) and copies into existing buffers ---- */
+/* ---- Views of u32 buffers (accepted counts), copies into existing buffers ---- */
 
-/* Allocates `len` u32 elements (uninitialised) and fills them with `host`. */
-MemraSliceMutU32 tu_upload_u32(MemraEngine *e, const uint32_t *host, size_t len);
 MemraSliceU32 tu_view_u32(MemraSliceMutU32 s);
 /* Stream-ordered copies of `len` host elements into the start of an existing buffer. */
 void tu_write(MemraEngine *e, const float *host, size_t len, MemraSliceMutF32 dst);
