@@ -252,11 +252,13 @@ static void timing_policy(bench_env *env, const options *o)
         /* The CPU kernels are compute-bound; a few sets are enough to keep the last-level cache
          * from holding a whole rotation for the small shapes. */
         env->rotate_bytes = UINT64_C(64) << 20;
-        env->max_sets = o->quick ? 4 : 16;
-        env->sample_us = o->quick ? 5e3 : 20e3;
-        env->samples = o->quick ? 5 : 7;
-        env->warmup_us = o->quick ? 10e3 : 50e3;
-        env->variant_us = o->quick ? 0.15e6 : 2.0e6;
+        env->max_sets = o->quick ? 2 : 16;
+        env->sample_us = o->quick ? 2e3 : 20e3;
+        env->samples = o->quick ? 3 : 7;
+        env->warmup_us = o->quick ? 5e3 : 50e3;
+        /* The quick sweep only has to show that every variant runs (CI's smoke test on a
+         * machine of two cores): a few short samples each. */
+        env->variant_us = o->quick ? 0.06e6 : 2.0e6;
         env->clock_method = "CLOCK_MONOTONIC around each sample (the CPU backend is synchronous)";
     }
     if (o->samples > 0)
@@ -288,9 +290,11 @@ static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
         return -1;
     rot += 1;
     est = us > 0.01 ? us : 0.01;
+    /* The whole rotation, and at least 8 reps when they are cheap: a single rep is a poor
+     * estimate of a variant whose cost varies from rep to rep. */
     warm = (size_t)(env->warmup_us / est);
-    if (warm > x.sets)
-        warm = x.sets;
+    if (warm > (x.sets > 8 ? x.sets : 8))
+        warm = x.sets > 8 ? x.sets : 8;
     if (warm < 2)
         warm = 2;
     if (bench_time_reps(env, one_rep, &x, rot, warm, &us) != 0)
@@ -309,14 +313,31 @@ static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
     }
     if (n > BENCH_MAX_SAMPLES)
         n = BENCH_MAX_SAMPLES;
-    for (size_t s = 0; s < n; s++) {
-        if (bench_time_reps(env, one_rep, &x, rot, reps, &us) != 0)
-            return -1;
-        rot += reps;
-        per[s] = us / (double)reps;
+    /* A rep's cost may vary with its set and its accepted counts (a rollback of all T rows
+     * copies nothing when T is even), so a sample far longer than intended sets the reps of
+     * the next ones, and the budget ends the samples early, after three at least. */
+    {
+        double spent = 0.0;
+        size_t taken = 0, max_reps = reps;
+        for (size_t s = 0; s < n; s++) {
+            if (bench_time_reps(env, one_rep, &x, rot, reps, &us) != 0)
+                return -1;
+            rot += reps;
+            spent += us;
+            per[taken++] = us / (double)reps;
+            if (reps > max_reps)
+                max_reps = reps;
+            if (us > 2.0 * env->sample_us) {
+                reps = (size_t)(env->sample_us / per[taken - 1] + 0.999);
+                if (reps < 1)
+                    reps = 1;
+            }
+            if (spent > env->variant_us && taken >= 3)
+                break;
+        }
+        out->reps = max_reps;
+        bench_stats_from_samples(out, per, taken);
     }
-    out->reps = reps;
-    bench_stats_from_samples(out, per, n);
     return 0;
 }
 
