@@ -3,10 +3,17 @@
 # user's code imports).
 #
 #   make test-rust          bindgen drift check, seed copy check, cargo test (layout tests, unit
-#                           tests, the seed on the CPU backend), the verify example, cargo doc
+#                           tests, the facade's API tests, the caller-shape tests, the seed on the
+#                           CPU backend), the doc tests (compile_fail proofs), the verify example,
+#                           cargo doc
+#   make rust-install-check install the library into a temporary prefix and build and run a user's
+#                           own binary crate against it, exactly as README's Rust section says:
+#                           memra-sys finds the library through `pkg-config memra`, the binary
+#                           starts without LD_LIBRARY_PATH
 #   make rust-bindings      regenerate bindings/rust/memra-sys/src/bindings.rs after a header change
-#   make rust-gpu-bundle    build $(BUILD)/rust-gpu/: the seed test binary, the verify example and
-#                           a copy of the library, runnable on another machine (the GPU box) as
+#   make rust-gpu-bundle    build $(BUILD)/rust-gpu/: the seed test binary, the API and caller-shape
+#                           test binaries, the verify example and a copy of the library, runnable
+#                           on another machine (the GPU box) as
 #                           MEMRA_BACKEND=cuda $(BUILD)/rust-gpu/gdn_packed_gpu --include-ignored
 #
 # Cargo's output goes to $(BUILD)/cargo, so a fresh clone stays clean. No crate comes from a
@@ -47,7 +54,7 @@ RUST_SEED_LINES := 'graph_rebind=false num_k=2 num_v=4' 'graph_rebind=false num_
                    'graph_rebind=true num_k=2 num_v=4' 'graph_rebind=true num_k=16 num_v=32'
 
 .PHONY: rust-check-cargo rust-bindings rust-bindgen-check rust-seed-check test-rust \
-        rust-gpu-bundle
+        rust-gpu-bundle rust-install-check
 
 rust-check-cargo:
 	@test -n "$(CARGO)" || { echo "cargo not found on PATH nor in ~/.cargo/bin" >&2; exit 1; }
@@ -73,13 +80,13 @@ rust-seed-check:
 # The seed's tests are #[ignore]d (they expect a GPU); --include-ignored runs them on the CPU
 # backend here. The output is kept and each expected line is looked for, so a test that silently
 # did not run fails the target too; one test thread keeps the printed lines whole. Doc tests
-# (the compile_fail proofs that buffers and graphs cannot outlive their engine) run without
-# --nocapture, whose compiler output would read like failures. rustdoc runs with -D warnings.
+# (the compile_fail proofs of the misuse the types forbid) run without --nocapture, whose
+# compiler output would read like failures. rustdoc runs with -D warnings.
 test-rust: lib rust-check-cargo rust-bindgen-check rust-seed-check
 	@mkdir -p $(RUST_OUT)
 	$(RUST_CARGO) test --offline --workspace --lib --tests -- --include-ignored \
 	  --nocapture --test-threads=1 > $(abspath $(RUST_OUT))/cargo-test.log 2>&1 || \
-	  { cat $(RUST_OUT)/cargo-test.log; exit 1; }
+	  { cat $(abspath $(RUST_OUT))/cargo-test.log; exit 1; }
 	@cat $(RUST_OUT)/cargo-test.log
 	@for l in $(RUST_SEED_LINES); do \
 	  grep -q "\[gdn-packed\] $$l: [0-9]* cells bit-identical" $(RUST_OUT)/cargo-test.log || \
@@ -87,7 +94,7 @@ test-rust: lib rust-check-cargo rust-bindgen-check rust-seed-check
 	done
 	$(RUST_CARGO) test --offline --workspace --doc
 	$(RUST_CARGO) run --offline -q -p memra-engine --example verify \
-	  > $(abspath $(RUST_OUT))/verify.log || { cat $(RUST_OUT)/verify.log; exit 1; }
+	  > $(abspath $(RUST_OUT))/verify.log || { cat $(abspath $(RUST_OUT))/verify.log; exit 1; }
 	@cat $(RUST_OUT)/verify.log
 	@grep -q '^bit-identical: yes$$' $(RUST_OUT)/verify.log
 	$(RUST_CARGO) doc --offline --workspace --no-deps
@@ -96,7 +103,7 @@ test-rust: lib rust-check-cargo rust-bindgen-check rust-seed-check
 # Builds (here) what a GPU machine runs: the seed's test binary, the facade's API tests (they
 # run every case on the CPU and on CUDA) and the verify example, next to a dereferenced copy of
 # the library. The binaries carry an $ORIGIN run path, so the folder runs wherever it is copied.
-RUST_GPU_TESTS := gdn_packed_gpu engine_api
+RUST_GPU_TESTS := gdn_packed_gpu engine_api caller_shapes
 rust-gpu-bundle: lib rust-check-cargo
 	@mkdir -p $(RUST_GPU_BUNDLE) $(RUST_OUT)
 	$(RUST_CARGO) test --offline -p memra-engine $(RUST_GPU_TESTS:%=--test %) --no-run \
@@ -112,7 +119,45 @@ rust-gpu-bundle: lib rust-check-cargo
 	cp -L $(LIB_SONAME) $(RUST_GPU_BUNDLE)/libmemra.so.$(VERSION_MAJOR)
 	@echo "rust-gpu-bundle: on the GPU machine run" \
 	  "MEMRA_BACKEND=cuda $(RUST_GPU_BUNDLE)/gdn_packed_gpu --include-ignored --nocapture" \
-	  "and $(RUST_GPU_BUNDLE)/engine_api --nocapture and" \
+	  "and $(RUST_GPU_BUNDLE)/engine_api --nocapture (and caller_shapes) and" \
 	  "MEMRA_BACKEND=cuda $(RUST_GPU_BUNDLE)/verify"
 
-TEST_TARGETS += test-rust
+# A user's crate against an installed libmemra, as README's Rust section writes it: `make install`
+# into a temporary prefix, a crate whose Cargo.toml names only the two bindings crates, built with
+# MEMRA_LIB_DIR unset so that memra-sys finds the library through pkg-config (PKG_CONFIG_PATH, as
+# for any prefix pkg-config does not search by default), and with the run path the README gives
+# for such a prefix. The binary then runs with no LD_LIBRARY_PATH, and ldd must resolve
+# libmemra.so.1 to the installed copy, not to the build folder. Uninstalled afterwards.
+RUST_INST := $(abspath $(BUILD))/rust-install
+RUST_INST_PREFIX := $(RUST_INST)/prefix
+RUST_INST_PC := $(RUST_INST_PREFIX)/lib/pkgconfig
+RUST_INST_VARS = --no-print-directory BUILD='$(BUILD)' CUDA='$(CUDA)' PREFIX='$(RUST_INST_PREFIX)' \
+    LIBDIR='$(RUST_INST_PREFIX)/lib' INCLUDEDIR='$(RUST_INST_PREFIX)/include' \
+    PKGCONFIGDIR='$(RUST_INST_PC)' DESTDIR=
+RUST_APP_TEMPLATE := $(RUST_DIR)/memra-engine/install-check
+RUST_APP := $(RUST_INST)/target/debug/memra-user-app
+rust-install-check: lib rust-check-cargo
+	rm -rf '$(RUST_INST)'
+	$(MAKE) $(RUST_INST_VARS) install >/dev/null
+	mkdir -p '$(RUST_INST)/app/src'
+	sed 's|@BINDINGS@|$(abspath $(RUST_DIR))|' $(RUST_APP_TEMPLATE)/Cargo.toml.in \
+	  > '$(RUST_INST)/app/Cargo.toml'
+	cp $(RUST_APP_TEMPLATE)/src/main.rs '$(RUST_INST)/app/src/main.rs'
+	cd '$(RUST_INST)/app' && env -u MEMRA_LIB_DIR -u LD_LIBRARY_PATH PATH="$(dir $(CARGO)):$$PATH" \
+	  PKG_CONFIG_PATH='$(RUST_INST_PC)' CARGO_TARGET_DIR='$(RUST_INST)/target' \
+	  RUSTFLAGS="-C link-arg=-Wl,-rpath,$$(PKG_CONFIG_PATH='$(RUST_INST_PC)' \
+	             $(PKG_CONFIG) --variable=libdir memra)" \
+	  $(CARGO) build --offline -q
+	@ldd '$(RUST_APP)' | grep -q \
+	  'libmemra.so.$(VERSION_MAJOR) => $(RUST_INST_PREFIX)/lib/libmemra.so.$(VERSION_MAJOR) ' || \
+	  { ldd '$(RUST_APP)' >&2; \
+	    echo "rust-install-check: the binary does not load the installed libmemra" >&2; exit 1; }
+	env -u LD_LIBRARY_PATH MEMRA_BACKEND=cpu '$(RUST_APP)' > '$(RUST_INST)/app.log' || \
+	  { cat '$(RUST_INST)/app.log'; exit 1; }
+	@cat '$(RUST_INST)/app.log'
+	@grep -q '^libmemra $(VERSION) on Cpu$$' '$(RUST_INST)/app.log'
+	@grep -q '^packed == per-row: yes$$' '$(RUST_INST)/app.log'
+	$(MAKE) $(RUST_INST_VARS) uninstall >/dev/null
+	@echo "rust-install-check: a user's crate built against the installed prefix and ran"
+
+TEST_TARGETS += test-rust rust-install-check

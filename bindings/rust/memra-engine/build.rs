@@ -7,12 +7,10 @@
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=MEMRA_LIB_DIR");
-    println!("cargo:rustc-link-arg-tests=-Wl,-rpath,$ORIGIN");
-    println!("cargo:rustc-link-arg-examples=-Wl,-rpath,$ORIGIN");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,$ORIGIN");
     let dir = std::env::var("DEP_MEMRA_LIB_DIR")
         .expect("memra-sys (links = \"memra\") publishes DEP_MEMRA_LIB_DIR");
     if !dir.is_empty() {
-        println!("cargo:rustc-link-arg-tests=-Wl,-rpath,{}", dir);
-        println!("cargo:rustc-link-arg-examples=-Wl,-rpath,{}", dir);
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir);
     }
 }

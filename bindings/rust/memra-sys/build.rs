@@ -21,7 +21,12 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    for var in ["MEMRA_LIB_DIR", "PKG_CONFIG", "PKG_CONFIG_PATH", "PKG_CONFIG_LIBDIR"] {
+    for var in [
+        "MEMRA_LIB_DIR",
+        "PKG_CONFIG",
+        "PKG_CONFIG_PATH",
+        "PKG_CONFIG_LIBDIR",
+    ] {
         println!("cargo:rerun-if-env-changed={}", var);
     }
     let dir = match env::var_os("MEMRA_LIB_DIR") {
@@ -64,9 +69,7 @@ fn absolute(dir: PathBuf) -> PathBuf {
     let dir = if dir.is_absolute() {
         dir
     } else {
-        env::current_dir()
-            .map(|cwd| cwd.join(&dir))
-            .unwrap_or(dir)
+        env::current_dir().map(|cwd| cwd.join(&dir)).unwrap_or(dir)
     };
     dir.canonicalize().unwrap_or(dir)
 }

@@ -39,7 +39,7 @@ fn values(len: usize, seed: u64, spread: f32) -> Vec<f32> {
         .collect()
 }
 
-fn addresses(e: &Engine, bufs: &[&CudaSlice<'_, f32>]) -> Vec<u64> {
+fn addresses(e: &Engine, bufs: &[&CudaSlice<f32>]) -> Vec<u64> {
     let stream = e.stream();
     bufs.iter().map(|b| b.device_ptr(&stream).0).collect()
 }

@@ -139,7 +139,6 @@ impl Elem for u64 {}
 impl Elem for u32 {}
 impl Elem for i32 {}
 
-
 impl sealed::ElemImpl for f32 {
     unsafe fn alloc(
         e: *mut sys::MemraEngine,
@@ -258,7 +257,10 @@ unsafe fn upload_u32(
     dst: *mut c_void,
     dst_len: usize,
 ) -> sys::MemraStatus {
-    let src = sys::MemraSliceU32 { ptr: src, len: src_len };
+    let src = sys::MemraSliceU32 {
+        ptr: src,
+        len: src_len,
+    };
     let dst = sys::MemraSliceMutU32 {
         ptr: dst.cast(),
         len: dst_len,
@@ -277,7 +279,10 @@ unsafe fn download_u32(
         ptr: src.cast(),
         len: src_len,
     };
-    let dst = sys::MemraSliceMutU32 { ptr: dst, len: dst_len };
+    let dst = sys::MemraSliceMutU32 {
+        ptr: dst,
+        len: dst_len,
+    };
     sys::memra_dtoh_u32(e, src, dst)
 }
 
@@ -437,7 +442,9 @@ impl CudaStream {
     pub fn synchronize(&self) -> crate::Result<()> {
         let _guard = self.shared.lock();
         // SAFETY: a live engine, its lock held.
-        Ok(check(unsafe { sys::memra_engine_synchronize(self.shared.raw.as_ptr()) })?)
+        Ok(check(unsafe {
+            sys::memra_engine_synchronize(self.shared.raw.as_ptr())
+        })?)
     }
 }
 

@@ -719,7 +719,8 @@ impl Engine {
         let cap = len.max(1 << 16).next_power_of_two().max(len);
         let elems = elements("Engine::copy_into", "the copy's scratch", &[cap, 3])?;
         // SAFETY: a live engine, its lock held.
-        let (code, ptr) = unsafe { <f32 as ElemImpl>::alloc(self.raw(), elems, sys::MEMRA_ALLOC_INIT_UNINIT) };
+        let (code, ptr) =
+            unsafe { <f32 as ElemImpl>::alloc(self.raw(), elems, sys::MEMRA_ALLOC_INIT_UNINIT) };
         check(code)?;
         let ptr = NonNull::new(ptr.cast::<f32>()).ok_or_else(|| {
             Error::new(
@@ -751,7 +752,10 @@ impl Engine {
         let problem = if ptr == 0 && len > 0 {
             Some("expected a non-NULL address for a non-empty buffer".to_string())
         } else if ptr % elem != 0 {
-            Some(format!("expected a {}-byte aligned address, got {:#x}", elem, ptr))
+            Some(format!(
+                "expected a {}-byte aligned address, got {:#x}",
+                elem, ptr
+            ))
         } else if bytes.and_then(|b| ptr.checked_add(b)).is_none() {
             Some(format!(
                 "{} elements at {:#x} run past the end of the address space",

@@ -133,7 +133,9 @@ impl CudaGraph {
         let _guard = shared.lock();
         let raw = self.handle.raw.load(Ordering::Acquire);
         // SAFETY: a live graph of its live engine, the engine's lock held.
-        Ok(check(unsafe { sys::memra_graph_launch(shared.raw.as_ptr(), raw) })?)
+        Ok(check(unsafe {
+            sys::memra_graph_launch(shared.raw.as_ptr(), raw)
+        })?)
     }
 
     /// How many buffers allocated before the capture the graph keeps alive.
@@ -245,7 +247,10 @@ impl Engine {
     /// the capture with [`Status::CaptureError`].
     ///
     /// The engine is locked for the whole capture: other threads using it wait.
-    pub fn capture_graph_retained<F>(&self, step: F) -> Result<(CudaGraph, Vec<Box<dyn Any + Send>>)>
+    pub fn capture_graph_retained<F>(
+        &self,
+        step: F,
+    ) -> Result<(CudaGraph, Vec<Box<dyn Any + Send>>)>
     where
         F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
     {
@@ -373,6 +378,7 @@ impl Engine {
     where
         F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
     {
-        self.capture_graph_retained(step).map(|(graph, _keeper)| graph)
+        self.capture_graph_retained(step)
+            .map(|(graph, _keeper)| graph)
     }
 }

@@ -121,6 +121,10 @@ mod tests {
         for t in threads {
             t.join().expect("thread");
         }
-        assert_eq!(most.load(Ordering::SeqCst), 1, "two threads held the lock at once");
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            1,
+            "two threads held the lock at once"
+        );
     }
 }

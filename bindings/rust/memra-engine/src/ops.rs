@@ -170,7 +170,9 @@ impl Engine {
         if (1..=sys::MEMRA_D_CONV_MAX as usize).contains(&d_conv) {
             let need = elements(F, "[conv_dim, d_conv - 1]", &[conv_dim, d_conv - 1])?;
             if ring.len < need {
-                return Err(short(F, "conv_state", need, "[conv_dim, d_conv - 1]", ring.len).into());
+                return Err(
+                    short(F, "conv_state", need, "[conv_dim, d_conv - 1]", ring.len).into(),
+                );
             }
         }
         let slot = self.slots(&g, F, &[(ring.addr(), "conv_state")])?[0];
@@ -302,7 +304,10 @@ impl Engine {
             .ok_or_else(|| {
                 Error::new(
                     Status::InvalidArgument,
-                    format!("{}: conv_dim = 2 * key_dim + d_state * num_v overflows usize", F),
+                    format!(
+                        "{}: conv_dim = 2 * key_dim + d_state * num_v overflows usize",
+                        F
+                    ),
                 )
             })?;
         Ok(self.prep(
@@ -586,7 +591,10 @@ impl Engine {
         if !scale.is_finite() {
             return Err(Error::new(
                 Status::InvalidArgument,
-                format!("{}: parameter 'scale': expected a finite value, got {}", func, scale),
+                format!(
+                    "{}: parameter 'scale': expected a finite value, got {}",
+                    func, scale
+                ),
             ));
         }
         let row = elements(func, "[n_head, 128]", &[n_head, S])?;

@@ -1,15 +1,19 @@
 //! The safe facade's own guarantees: errors carry the library's message, buffers of another
-//! engine are refused, graphs keep what they use alive, failed captures leave the engine usable
-//! and their buffers unusable. Every test runs on the CPU backend and, where a device is usable,
-//! on CUDA; inputs are fresh random values (MEMRA_TEST_SEED=0x... replays a failure's inputs).
+//! engine are refused, buffers outlive the Engine value and move between threads, graphs keep
+//! what they use alive, failed captures leave the engine usable and their buffers unusable, and
+//! the operations the bindings build on the library's entry points (memra-engine 0.72's
+//! single-sequence ops, the device-to-device copy) give the bits of the table-driven ops. Every
+//! test runs on the CPU backend and, where a device is usable, on CUDA; inputs are fresh random
+//! values (MEMRA_TEST_SEED=0x... replays a failure's inputs).
 
 use std::cell::RefCell;
-use std::error::Error as _;
 use std::fmt;
 use std::io::Read;
 use std::panic::{self, AssertUnwindSafe};
 
-use memra_engine::{Backend, CudaSlice, DevicePtr, Engine, EngineOptions, Status};
+use memra_engine::{
+    status_of, Backend, CudaSlice, DevicePtr, Engine, EngineOptions, Status, VerifyArgs, VerifyMode,
+};
 
 const NUM_K: usize = 2;
 const NUM_V: usize = 4;
@@ -61,6 +65,22 @@ fn last_library_message() -> String {
     message.to_string_lossy().into_owned()
 }
 
+/// The status of an error the facade returned.
+fn status(err: &(dyn std::error::Error + 'static)) -> Status {
+    status_of(err).unwrap_or_else(|| panic!("not an error of the facade: {}", err))
+}
+
+/// The library's (or the facade's) message of an error the facade returned.
+fn message(err: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(e) = err.downcast_ref::<memra_engine::Error>() {
+        return e.message().to_string();
+    }
+    match err.downcast_ref::<memra_engine::CaptureError>() {
+        Some(e) => e.message().to_string(),
+        None => panic!("not an error of the facade: {}", err),
+    }
+}
+
 fn poison(len: usize) -> Vec<f32> {
     vec![f32::from_bits(POISON); len]
 }
@@ -85,7 +105,7 @@ fn engines() -> Vec<Engine> {
         };
         match Engine::with_options(&options) {
             Ok(e) => engines.push(e),
-            Err(err) if backend == Backend::Cuda && err.status() == Status::NoDevice => {
+            Err(err) if backend == Backend::Cuda && status(&*err) == Status::NoDevice => {
                 eprintln!("skipping the CUDA variant: {}", err)
             }
             Err(err) => panic!("creating a {:?} engine: {}", backend, err),
@@ -95,17 +115,17 @@ fn engines() -> Vec<Engine> {
 }
 
 /// The packed conv of one sequence, its inputs and its outputs.
-struct ConvCase<'e> {
-    qkv: CudaSlice<'e, f32>,
-    w: CudaSlice<'e, f32>,
-    ring: CudaSlice<'e, f32>,
-    table: CudaSlice<'e, u64>,
+struct ConvCase {
+    qkv: CudaSlice<f32>,
+    w: CudaSlice<f32>,
+    ring: CudaSlice<f32>,
+    table: CudaSlice<u64>,
     ring0: Vec<f32>,
     t: usize,
 }
 
-impl<'e> ConvCase<'e> {
-    fn new(e: &'e Engine, seed: u64, t: usize) -> ConvCase<'e> {
+impl ConvCase {
+    fn new(e: &Engine, seed: u64, t: usize) -> ConvCase {
         let ring0 = random(CONV_DIM * PAD, seed, 1, 1.0);
         let ring = e.htod(&ring0).expect("ring");
         let address = ring.device_ptr(&e.stream()).0;
@@ -119,7 +139,7 @@ impl<'e> ConvCase<'e> {
         }
     }
 
-    fn run(&self, e: &Engine, out: &mut CudaSlice<'_, f32>) -> memra_engine::Result<()> {
+    fn run(&self, e: &Engine, out: &mut CudaSlice<f32>) -> memra_engine::Result<()> {
         e.ssm_conv1d_fused_decode_tloop(
             &self.qkv,
             &self.table,
@@ -262,9 +282,10 @@ fn library_errors_carry_the_message_and_leave_outputs_untouched() {
                 1,
             )
             .expect_err("d_state 64 is unsupported");
-        assert_eq!(err.status(), Status::Unsupported, "{}", err);
+        assert_eq!(status(&*err), Status::Unsupported, "{}", err);
         assert!(
-            err.message().contains("memra_gdn_prep_decode_b") && err.message().contains("d_state"),
+            message(&*err).contains("memra_gdn_prep_decode_b")
+                && message(&*err).contains("d_state"),
             "the library's message names the function and the parameter: {}",
             err
         );
@@ -273,8 +294,7 @@ fn library_errors_carry_the_message_and_leave_outputs_untouched() {
             "{}",
             err
         );
-        let boxed: Box<dyn std::error::Error> = Box::new(err);
-        assert!(boxed.to_string().contains("d_state"));
+        assert!(err.to_string().contains("d_state"));
         for out in [&q, &k, &v, &beta, &g_log] {
             let got = e.dtoh(out).expect("dtoh");
             assert!(
@@ -298,8 +318,8 @@ fn library_errors_carry_the_message_and_leave_outputs_untouched() {
                 2,
             )
             .expect_err("short conv_outs");
-        assert_eq!(err.status(), Status::InvalidArgument, "{}", err);
-        assert!(err.message().contains("conv_outs"), "{}", err);
+        assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+        assert!(message(&*err).contains("conv_outs"), "{}", err);
         let got = e.dtoh(&conv_outs).expect("dtoh");
         assert!(
             got.iter().all(|x| x.to_bits() == POISON),
@@ -332,8 +352,8 @@ fn buffers_of_another_engine_are_refused() {
                 2,
             )
             .expect_err("a buffer of another engine");
-        assert_eq!(err.status(), Status::InvalidArgument);
-        assert!(err.message().contains("conv_outs") && err.message().contains("another engine"));
+        assert_eq!(status(&*err), Status::InvalidArgument);
+        assert!(message(&*err).contains("conv_outs") && message(&*err).contains("another engine"));
         assert!(e.dtoh(&foreign).is_err(), "dtoh of another engine's buffer");
         let got = other.dtoh(&foreign).expect("dtoh on its own engine");
         assert!(got.iter().all(|x| x.to_bits() == POISON));
@@ -347,7 +367,7 @@ fn graph_replays_match_eager_runs_after_the_inputs_are_dropped() {
         let mut case = ConvCase::new(&e, seed, 3);
         let want = case.reference(&e);
         let mut out = e.htod(&poison(3 * CONV_DIM)).expect("out");
-        let (graph, ()) = e
+        let (graph, _keeper) = e
             .capture_graph_retained(|e: &Engine| {
                 case.run(e, &mut out)?;
                 Ok(())
@@ -393,13 +413,18 @@ fn the_keeper_holds_buffers_the_step_allocated() {
     for e in engines() {
         let mut case = ConvCase::new(&e, seed, 4);
         let want = case.reference(&e);
-        let (graph, mut out) = e
+        let made = RefCell::new(None);
+        let (graph, keeper) = e
             .capture_graph_retained(|step_engine| {
                 let mut out = step_engine.uninit(4 * CONV_DIM)?;
                 case.run(step_engine, &mut out)?;
-                Ok(out)
+                // The captured call's buffer is the one replays write.
+                *made.borrow_mut() = Some(out);
+                Ok(())
             })
             .expect("capture");
+        assert_eq!(keeper.len(), 1, "the keeper holds the graph's resources");
+        let mut out = made.into_inner().expect("the step ran");
         // The warm-ups ran the conv twice: rewind the ring and clear the output.
         case.rewind(&e);
         e.htod_f32_into(&poison(4 * CONV_DIM), &mut out)
@@ -412,7 +437,8 @@ fn the_keeper_holds_buffers_the_step_allocated() {
             replay(seed)
         );
         drop(graph);
-        // The keeper outlives the Graph value; the library's graph lives until it is dropped.
+        drop(keeper);
+        // The buffer outlives the CudaGraph value; the library's graph lives until it is dropped.
         assert_eq!(
             bit_diffs(&e.dtoh(&out).expect("dtoh"), &want),
             0,
@@ -434,7 +460,7 @@ fn a_step_error_aborts_the_capture_and_becomes_the_source() {
             })
             .expect_err("the step failed");
         assert_eq!(calls, 1, "the library stops at the first failing call");
-        assert_eq!(err.status(), Status::CaptureError, "{}", err);
+        assert_eq!(status(&*err), Status::CaptureError, "{}", err);
         let source = err.source().expect("the step's error is the source");
         assert_eq!(source.downcast_ref::<StepFailed>().map(|s| s.0), Some(seed));
         assert!(
@@ -458,12 +484,12 @@ fn host_copies_inside_a_step_fail_the_capture() {
             .capture_graph_retained(|e: &Engine| {
                 // The step ignores the refusal; the capture fails anyway.
                 let refused = e.dtoh(&buf).expect_err("dtoh inside a capture");
-                assert_eq!(refused.status(), Status::CaptureError);
+                assert_eq!(status(&*refused), Status::CaptureError);
                 Ok(())
             })
             .expect_err("a step that reads back cannot be captured");
-        assert_eq!(err.status(), Status::CaptureError);
-        assert!(err.message().contains("memra_dtoh_f32"), "{}", err);
+        assert_eq!(status(&*err), Status::CaptureError);
+        assert!(message(&*err).contains("memra_dtoh_f32"), "{}", err);
         assert_eq!(
             e.dtoh(&buf).expect("usable again"),
             random(16, seed, 1, 1.0)
@@ -479,12 +505,12 @@ fn captures_do_not_nest() {
                 let inner = e
                     .capture_graph_retained(|_e: &Engine| Ok(()))
                     .expect_err("nested capture");
-                assert_eq!(inner.status(), Status::CaptureError, "{}", inner);
+                assert_eq!(status(&*inner), Status::CaptureError, "{}", inner);
                 Ok(())
             })
             .expect_err("the outer capture fails too");
-        assert_eq!(err.status(), Status::CaptureError, "{}", err);
-        assert!(err.message().contains("nested"), "{}", err);
+        assert_eq!(status(&*err), Status::CaptureError, "{}", err);
+        assert!(message(&*err).contains("nested"), "{}", err);
         e.capture_graph_retained(|_e: &Engine| Ok(()))
             .expect("a later capture works");
     }
@@ -501,8 +527,8 @@ fn a_panic_in_a_step_resumes_after_the_capture_is_cleaned_up() {
         }))
         .expect_err("the panic reaches the caller");
         assert_eq!(payload.downcast_ref::<&str>(), Some(&"the step panicked"));
-        let (graph, ()) = e
-            .capture_graph_retained(|_e: &Engine| Ok(()))
+        let graph = e
+            .capture_graph(|_e: &Engine| Ok(()))
             .expect("the engine is usable after the panic");
         graph.launch().expect("launch");
     }
@@ -512,7 +538,7 @@ fn a_panic_in_a_step_resumes_after_the_capture_is_cleaned_up() {
 fn buffers_of_a_failed_capture_are_refused_and_never_freed_twice() {
     let seed = fresh_seed();
     for e in engines() {
-        let stash: RefCell<Vec<CudaSlice<'_, f32>>> = RefCell::new(Vec::new());
+        let stash: RefCell<Vec<CudaSlice<f32>>> = RefCell::new(Vec::new());
         e.capture_graph_retained(|_e: &Engine| -> Result<(), memra_engine::StepError> {
             stash.borrow_mut().push(e.zeros(256)?);
             stash.borrow_mut().push(e.zeros(256)?);
@@ -522,25 +548,25 @@ fn buffers_of_a_failed_capture_are_refused_and_never_freed_twice() {
         let mut stash = stash.into_inner();
         assert_eq!(stash.len(), 2);
         let err = e.dtoh(&stash[0]).expect_err("a released buffer");
-        assert_eq!(err.status(), Status::InvalidArgument);
-        assert!(err.message().contains("capture that failed"), "{}", err);
+        assert_eq!(status(&*err), Status::InvalidArgument);
+        assert!(message(&*err).contains("capture that failed"), "{}", err);
         // New buffers of the same size are likely to take the released memory; neither
         // dropping nor freeing the stale handles may free them.
         let host = random(256, seed, 7, 1.0);
         let fresh: Vec<_> = (0..4).map(|_| e.htod(&host).expect("fresh")).collect();
         let freed = stash.pop().expect("stashed");
         assert_eq!(
-            freed.free().expect_err("already released").status(),
+            status(&*freed.free().expect_err("already released")),
             Status::InvalidArgument
         );
         // Dropping the other stale handle calls nothing that fails: the thread's last library
-        // error stays the one made here.
-        let marker = e.zeros(0).expect_err("zero-length allocation");
-        assert_eq!(last_library_message(), marker.message());
+        // error stays the one made here (an allocation whose byte count overflows).
+        let marker = e.uninit(usize::MAX).expect_err("an impossible allocation");
+        assert_eq!(last_library_message(), message(&*marker));
         drop(stash);
         assert_eq!(
             last_library_message(),
-            marker.message(),
+            message(&*marker),
             "dropping a released buffer freed it"
         );
         for f in &fresh {
@@ -567,7 +593,7 @@ fn the_engine_moves_to_another_thread() {
 }
 
 /// Addresses of `bufs` on `e`, for a pointer table.
-fn addresses(e: &Engine, bufs: &[&CudaSlice<'_, f32>]) -> Vec<u64> {
+fn addresses(e: &Engine, bufs: &[&CudaSlice<f32>]) -> Vec<u64> {
     let stream = e.stream();
     bufs.iter().map(|b| b.device_ptr(&stream).0).collect()
 }
@@ -671,15 +697,22 @@ fn batched_packed_forms_match_one_call_per_sequence() {
                 )
                 .expect("batched scan");
             } else {
+                // One call per sequence, each with its own snapshot buffers, which are then
+                // laid out sequence-major like the batched call's.
+                let mut conv_snaps = Vec::new();
+                let mut ssm_snaps = Vec::new();
                 for b in 0..B {
                     let rows = |n: usize| b * T * n..(b + 1) * T * n;
-                    let snaps = |n: usize| b * (T - 1) * n..(b + 1) * (T - 1) * n;
+                    let mut sc = e
+                        .htod(&poison((T - 1) * CONV_DIM * PAD))
+                        .expect("snap_conv b");
+                    let mut ss = e.htod(&poison((T - 1) * state)).expect("snap_ssm b");
                     e.ssm_conv1d_fused_decode_tloop(
                         &qkv.slice(rows(CONV_DIM)),
                         &table.slice(3 * b..3 * b + 3),
                         &w,
                         &mut conv_outs.slice_mut(rows(CONV_DIM)),
-                        Some(&mut snap_conv.slice_mut(snaps(CONV_DIM * PAD))),
+                        Some(&mut sc),
                         CONV_DIM,
                         D_CONV,
                         T,
@@ -716,10 +749,16 @@ fn batched_packed_forms_match_one_call_per_sequence() {
                         NUM_V,
                         T,
                         scale,
-                        Some(&mut snap_ssm.slice_mut(snaps(state))),
+                        Some(&mut ss),
                     )
                     .expect("scan");
+                    conv_snaps.extend(e.dtoh(&sc).expect("dtoh"));
+                    ssm_snaps.extend(e.dtoh(&ss).expect("dtoh"));
                 }
+                e.htod_f32_into(&conv_snaps, &mut snap_conv)
+                    .expect("snap_conv");
+                e.htod_f32_into(&ssm_snaps, &mut snap_ssm)
+                    .expect("snap_ssm");
             }
             let mut got = vec![
                 e.dtoh(&conv_outs).expect("dtoh"),
@@ -744,4 +783,1095 @@ fn batched_packed_forms_match_one_call_per_sequence() {
             assert_eq!(bit_diffs(s, b), 0, "tensor {}, {}", i, replay(seed));
         }
     }
+}
+
+/// The inputs of a GDN decode of `t` rows of one sequence at the small shape.
+struct Decode {
+    qkv: Vec<f32>,
+    beta_raw: Vec<f32>,
+    alpha: Vec<f32>,
+    w: Vec<f32>,
+    dt_bias: Vec<f32>,
+    a: Vec<f32>,
+    ring0: Vec<f32>,
+    state0: Vec<f32>,
+    t: usize,
+}
+
+const VALUE_DIM: usize = 128 * NUM_V;
+const STATE: usize = 128 * 128 * NUM_V;
+
+impl Decode {
+    fn new(seed: u64, t: usize) -> Decode {
+        Decode {
+            qkv: random(t * CONV_DIM, seed, 1, 1.0),
+            beta_raw: random(t * NUM_V, seed, 2, 2.0),
+            alpha: random(t * NUM_V, seed, 3, 2.0),
+            w: random(CONV_DIM * D_CONV, seed, 4, 0.5),
+            dt_bias: random(NUM_V, seed, 5, 0.5),
+            a: random(NUM_V, seed, 6, 1.0),
+            ring0: random(CONV_DIM * PAD, seed, 7, 1.0),
+            state0: random(STATE, seed, 8, 0.3),
+            t,
+        }
+    }
+}
+
+/// What a decode produced: conv outputs, scan outputs (row-major over the rows), the final
+/// state and the final ring.
+#[derive(Debug, PartialEq)]
+struct Decoded {
+    conv: Vec<f32>,
+    o: Vec<f32>,
+    state: Vec<u32>,
+    ring: Vec<u32>,
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+const SCALE: f32 = 0.088_388_35;
+
+/// The 0.136 per-row program through pointer tables (the seed's reference).
+fn decode_with_tables(e: &Engine, d: &Decode) -> Decoded {
+    let qkv = e.htod(&d.qkv).expect("qkv");
+    let beta_raw = e.htod(&d.beta_raw).expect("beta_raw");
+    let alpha = e.htod(&d.alpha).expect("alpha");
+    let w = e.htod(&d.w).expect("w");
+    let dt_bias = e.htod(&d.dt_bias).expect("dt_bias");
+    let a = e.htod(&d.a).expect("a");
+    let ring = e.htod(&d.ring0).expect("ring");
+    let s0 = e.htod(&d.state0).expect("s0");
+    let s1 = e.htod(&poison(STATE)).expect("s1");
+    let p = addresses(e, &[&ring, &s0, &s1]);
+    let table = e
+        .htod_u64(&[p[0], p[1], p[2], p[0], p[2], p[1]])
+        .expect("table");
+    let mut conv_out = e.uninit(CONV_DIM).expect("conv_out");
+    let (mut q, mut k, mut v) = (
+        e.uninit(VALUE_DIM).expect("q"),
+        e.uninit(VALUE_DIM).expect("k"),
+        e.uninit(VALUE_DIM).expect("v"),
+    );
+    let (mut beta, mut g_log) = (e.uninit(NUM_V).expect("b"), e.uninit(NUM_V).expect("g"));
+    let mut o = e.uninit(VALUE_DIM).expect("o");
+    let (mut conv, mut outs) = (Vec::new(), Vec::new());
+    for r in 0..d.t {
+        let base = if r % 2 == 0 { 0 } else { 3 };
+        e.ssm_conv1d_fused_decode_b_view(
+            &qkv.slice(r * CONV_DIM..(r + 1) * CONV_DIM),
+            &table.slice(base..base + 1),
+            &w,
+            &mut conv_out,
+            CONV_DIM,
+            D_CONV,
+            1,
+        )
+        .expect("conv row");
+        e.gdn_prep_decode_b_view(
+            &conv_out,
+            &beta_raw.slice(r * NUM_V..(r + 1) * NUM_V),
+            &alpha.slice(r * NUM_V..(r + 1) * NUM_V),
+            &dt_bias,
+            &a,
+            &mut q,
+            &mut k,
+            &mut v,
+            &mut beta,
+            &mut g_log,
+            128,
+            NUM_V,
+            NUM_K,
+            KEY_DIM,
+            1e-6,
+            CONV_DIM,
+            1,
+        )
+        .expect("prep row");
+        e.gdn_scan_s128_batched_view(
+            &q,
+            &k,
+            &v,
+            &g_log,
+            &beta,
+            &table.slice(base + 1..base + 2),
+            &table.slice(base + 2..base + 3),
+            &mut o,
+            NUM_V,
+            1,
+            SCALE,
+        )
+        .expect("scan row");
+        conv.extend(e.dtoh(&conv_out).expect("dtoh"));
+        outs.extend(e.dtoh(&o).expect("dtoh"));
+    }
+    let last = if d.t % 2 == 1 { &s1 } else { &s0 };
+    Decoded {
+        conv,
+        o: outs,
+        state: bits(&e.dtoh(last).expect("state")),
+        ring: bits(&e.dtoh(&ring).expect("ring")),
+    }
+}
+
+/// memra-engine 0.72's single-sequence decode step, as decode.rs writes it: the ring and the
+/// two resident states are passed directly, the scan writes the spare state, then the host
+/// swaps the two.
+fn decode_single_sequence(e: &Engine, d: &Decode) -> Decoded {
+    let w = e.htod(&d.w).expect("w");
+    let dt_bias = e.htod(&d.dt_bias).expect("dt_bias");
+    let a = e.htod(&d.a).expect("a");
+    let mut conv_state = e.htod(&d.ring0).expect("ring");
+    let mut ssm_state = e.htod(&d.state0).expect("state");
+    let mut ssm_state_alt = e.htod(&poison(STATE)).expect("alt");
+    let (mut conv, mut outs) = (Vec::new(), Vec::new());
+    for r in 0..d.t {
+        let qkv_mixed = e
+            .htod(&d.qkv[r * CONV_DIM..(r + 1) * CONV_DIM])
+            .expect("qkv");
+        let beta_raw = e
+            .htod(&d.beta_raw[r * NUM_V..(r + 1) * NUM_V])
+            .expect("beta_raw");
+        let alpha = e.htod(&d.alpha[r * NUM_V..(r + 1) * NUM_V]).expect("alpha");
+        let mut conv_out = e.uninit(CONV_DIM).expect("conv_out");
+        e.ssm_conv1d_fused_decode(
+            &qkv_mixed,
+            &mut conv_state,
+            &w,
+            &mut conv_out,
+            CONV_DIM,
+            D_CONV,
+        )
+        .expect("conv");
+        let mut o = e.uninit(VALUE_DIM).expect("o");
+        let mut q_l2 = e.uninit(VALUE_DIM).expect("q");
+        let mut k_l2 = e.uninit(VALUE_DIM).expect("k");
+        let mut v_gd = e.uninit(VALUE_DIM).expect("v");
+        let mut beta = e.uninit(NUM_V).expect("beta");
+        let mut g_log = e.uninit(NUM_V).expect("g_log");
+        e.gdn_prep_decode(
+            &conv_out, &beta_raw, &alpha, &dt_bias, &a, &mut q_l2, &mut k_l2, &mut v_gd, &mut beta,
+            &mut g_log, 128, NUM_V, NUM_K, KEY_DIM, 1e-6,
+        )
+        .expect("prep");
+        e.gdn_scan_s128(
+            &q_l2,
+            &k_l2,
+            &v_gd,
+            &g_log,
+            &beta,
+            &ssm_state,
+            &mut ssm_state_alt,
+            &mut o,
+            NUM_V,
+            1,
+            SCALE,
+        )
+        .expect("scan");
+        std::mem::swap(&mut ssm_state, &mut ssm_state_alt);
+        conv.extend(e.dtoh(&conv_out).expect("dtoh"));
+        outs.extend(e.dtoh(&o).expect("dtoh"));
+    }
+    Decoded {
+        conv,
+        o: outs,
+        state: bits(&e.dtoh(&ssm_state).expect("state")),
+        ring: bits(&e.dtoh(&conv_state).expect("ring")),
+    }
+}
+
+fn assert_same(what: &str, want: &Decoded, got: &Decoded, seed: u64) {
+    assert!(
+        want.o.iter().chain(&want.conv).all(|x| x.is_finite()),
+        "{}: the reference is not finite",
+        what
+    );
+    assert_eq!(
+        bit_diffs(&want.conv, &got.conv),
+        0,
+        "{}: conv outputs, {}",
+        what,
+        replay(seed)
+    );
+    assert_eq!(
+        bit_diffs(&want.o, &got.o),
+        0,
+        "{}: scan outputs, {}",
+        what,
+        replay(seed)
+    );
+    assert!(
+        want.state == got.state,
+        "{}: final state, {}",
+        what,
+        replay(seed)
+    );
+    assert!(
+        want.ring == got.ring,
+        "{}: final ring, {}",
+        what,
+        replay(seed)
+    );
+}
+
+#[test]
+fn single_sequence_ops_give_the_bits_of_the_table_driven_ops() {
+    let seed = fresh_seed();
+    for e in engines() {
+        for t in [1usize, 2, 3, 5] {
+            let d = Decode::new(seed ^ t as u64, t);
+            let want = decode_with_tables(&e, &d);
+            let got = decode_single_sequence(&e, &d);
+            assert_same(&format!("{:?} t={}", e.backend(), t), &want, &got, seed);
+        }
+    }
+}
+
+#[test]
+fn the_t_row_scan_matches_t_per_row_steps_and_leaves_its_input_state() {
+    let seed = fresh_seed();
+    for e in engines() {
+        for t in [1usize, 2, 3, 4, 7] {
+            let d = Decode::new(seed ^ (t as u64) << 8, t);
+            let want = decode_with_tables(&e, &d);
+            // The packed conv and prep over all t rows, then ONE single-sequence scan of t rows.
+            let ring = e.htod(&d.ring0).expect("ring");
+            let p = addresses(&e, &[&ring]);
+            let table = e.htod_u64(&[p[0], 0, 0]).expect("table");
+            let (qkv, w) = (e.htod(&d.qkv).expect("qkv"), e.htod(&d.w).expect("w"));
+            let mut conv_outs = e.uninit(t * CONV_DIM).expect("conv_outs");
+            e.ssm_conv1d_fused_decode_tloop(
+                &qkv,
+                &table,
+                &w,
+                &mut conv_outs,
+                None,
+                CONV_DIM,
+                D_CONV,
+                t,
+            )
+            .expect("conv");
+            let (beta_raw, alpha) = (
+                e.htod(&d.beta_raw).expect("b"),
+                e.htod(&d.alpha).expect("a"),
+            );
+            let (dt_bias, a) = (e.htod(&d.dt_bias).expect("dt"), e.htod(&d.a).expect("a"));
+            let (mut q, mut k, mut v) = (
+                e.uninit(t * VALUE_DIM).expect("q"),
+                e.uninit(t * VALUE_DIM).expect("k"),
+                e.uninit(t * VALUE_DIM).expect("v"),
+            );
+            let (mut beta, mut g) = (
+                e.uninit(t * NUM_V).expect("b"),
+                e.uninit(t * NUM_V).expect("g"),
+            );
+            e.gdn_prep_decode_b(
+                &conv_outs, &beta_raw, &alpha, &dt_bias, &a, &mut q, &mut k, &mut v, &mut beta,
+                &mut g, 128, NUM_V, NUM_K, KEY_DIM, 1e-6, CONV_DIM, t,
+            )
+            .expect("prep");
+            // Both states inside one larger buffer, as views, with poisoned margins around them.
+            let margin = 37;
+            let states = e
+                .htod(
+                    &[
+                        poison(margin),
+                        d.state0.clone(),
+                        poison(margin + STATE + margin),
+                    ]
+                    .concat(),
+                )
+                .expect("states");
+            let mut o = e.htod(&poison(t * VALUE_DIM)).expect("o");
+            {
+                let (input, output) = (margin, 2 * margin + STATE);
+                let whole = e.dtoh(&states).expect("dtoh");
+                let mut copy = e.htod(&whole).expect("copy");
+                let state_in = states.slice(input..input + STATE);
+                let mut state_out = copy.slice_mut(output..output + STATE);
+                e.gdn_scan_s128_view(
+                    &q,
+                    &k,
+                    &v,
+                    &g,
+                    &beta,
+                    &state_in,
+                    &mut state_out,
+                    &mut o,
+                    NUM_V,
+                    t,
+                    SCALE,
+                )
+                .expect("scan view");
+                let after = e.dtoh(&copy).expect("dtoh");
+                assert!(
+                    bits(&after[output..output + STATE]) == want.state,
+                    "t={}: the view scan's final state, {}",
+                    t,
+                    replay(seed)
+                );
+                assert!(
+                    after[..output]
+                        .iter()
+                        .zip(&whole[..output])
+                        .all(|(x, y)| x.to_bits() == y.to_bits())
+                        && after[output + STATE..]
+                            .iter()
+                            .all(|x| x.to_bits() == POISON),
+                    "t={}: the view scan wrote outside its output view",
+                    t
+                );
+            }
+            let got_o = e.dtoh(&o).expect("dtoh");
+            assert_eq!(
+                bit_diffs(&want.o, &got_o),
+                0,
+                "t={}: o of the view scan, {}",
+                t,
+                replay(seed)
+            );
+            // The slice form: state_in untouched, state_out the final state.
+            let s_in = e.htod(&d.state0).expect("s_in");
+            let mut s_out = e.htod(&poison(STATE)).expect("s_out");
+            let mut o2 = e.htod(&poison(t * VALUE_DIM)).expect("o2");
+            e.gdn_scan_s128(
+                &q, &k, &v, &g, &beta, &s_in, &mut s_out, &mut o2, NUM_V, t, SCALE,
+            )
+            .expect("scan");
+            assert!(
+                bits(&e.dtoh(&s_out).expect("dtoh")) == want.state,
+                "t={}: final state",
+                t
+            );
+            assert!(
+                bits(&e.dtoh(&s_in).expect("dtoh")) == bits(&d.state0),
+                "t={}: the input state changed",
+                t
+            );
+            assert_eq!(
+                bit_diffs(&want.o, &e.dtoh(&o2).expect("dtoh")),
+                0,
+                "t={}: o",
+                t
+            );
+        }
+    }
+}
+
+#[test]
+fn single_sequence_ops_refuse_short_states_before_writing_anything() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let q = e.htod(&random(2 * VALUE_DIM, seed, 1, 1.0)).expect("q");
+        let g = e.htod(&random(2 * NUM_V, seed, 2, 0.1)).expect("g");
+        let s_in = e.htod(&random(STATE, seed, 3, 0.3)).expect("s_in");
+        let mut short = e.htod(&poison(STATE - 1)).expect("short");
+        let mut o = e.htod(&poison(2 * VALUE_DIM)).expect("o");
+        let err = e
+            .gdn_scan_s128(
+                &q, &q, &q, &g, &g, &s_in, &mut short, &mut o, NUM_V, 2, SCALE,
+            )
+            .expect_err("a state one element short");
+        assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+        assert!(message(&*err).contains("state_out"), "{}", err);
+        // Rows 1.. too short: refused before row 0 runs.
+        let mut s_out = e.htod(&poison(STATE)).expect("s_out");
+        let err = e
+            .gdn_scan_s128(
+                &q, &q, &q, &g, &g, &s_in, &mut s_out, &mut o, NUM_V, 3, SCALE,
+            )
+            .expect_err("inputs for 2 rows, t = 3");
+        assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+        let err = e
+            .gdn_scan_s128(
+                &q,
+                &q,
+                &q,
+                &g,
+                &g,
+                &s_in,
+                &mut s_out,
+                &mut o,
+                NUM_V,
+                2,
+                f32::NAN,
+            )
+            .expect_err("a NaN scale");
+        assert!(message(&*err).contains("scale"), "{}", err);
+        for (what, buf) in [("state_out", &s_out), ("o", &o)] {
+            assert!(
+                e.dtoh(buf)
+                    .expect("dtoh")
+                    .iter()
+                    .all(|x| x.to_bits() == POISON),
+                "a refused scan wrote {}",
+                what
+            );
+        }
+        let mut ring = e.htod(&poison(CONV_DIM * PAD - 1)).expect("ring");
+        let mut conv_out = e.htod(&poison(CONV_DIM)).expect("conv_out");
+        let w = e.htod(&random(CONV_DIM * D_CONV, seed, 4, 0.5)).expect("w");
+        let err = e
+            .ssm_conv1d_fused_decode(&q, &mut ring, &w, &mut conv_out, CONV_DIM, D_CONV)
+            .expect_err("a ring one element short");
+        assert!(message(&*err).contains("conv_state"), "{}", err);
+        assert!(e
+            .dtoh(&ring)
+            .expect("dtoh")
+            .iter()
+            .all(|x| x.to_bits() == POISON));
+    }
+}
+
+#[test]
+fn copies_are_bit_exact_and_write_only_their_range() {
+    let seed = fresh_seed();
+    let specials = [
+        0x7fa0_0001u32, // a signalling NaN
+        0xffc1_2345,    // a quiet NaN with a payload
+        0x8000_0000,    // -0.0
+        0x0000_0001,    // the smallest subnormal
+        0x7f80_0000,    // +inf
+        0xff80_0000,    // -inf
+    ];
+    for e in engines() {
+        let mut host = random(4099, seed, 1, 5.0);
+        for (i, &s) in specials.iter().enumerate() {
+            host[i * 601] = f32::from_bits(s);
+        }
+        let src = e.htod(&host).expect("src");
+        let clone = e.clone_dtod(&src).expect("clone_dtod");
+        assert!(
+            bits(&e.dtoh(&clone).expect("dtoh")) == bits(&host),
+            "clone_dtod, {}",
+            replay(seed)
+        );
+        let mut dst = e.htod(&poison(5000)).expect("dst");
+        e.copy_into(&mut dst, 700, &src, 4000).expect("copy_into");
+        let got = e.dtoh(&dst).expect("dtoh");
+        assert!(
+            got[..700]
+                .iter()
+                .chain(&got[4700..])
+                .all(|x| x.to_bits() == POISON),
+            "outside the range"
+        );
+        assert!(
+            bits(&got[700..4700]) == bits(&host[..4000]),
+            "copy_into, {}",
+            replay(seed)
+        );
+        // Into a view, from a view.
+        e.copy_into(&mut dst.slice_mut(10..20), 3, &src.slice(100..), 5)
+            .expect("views");
+        assert!(bits(&e.dtoh(&dst.slice(13..18)).expect("dtoh")) == bits(&host[100..105]));
+        e.copy_into(&mut dst, 0, &src, 0).expect("an empty copy");
+        for (off, len) in [(4999usize, 2usize), (0, 4100), (usize::MAX, 2)] {
+            let before = e.dtoh(&dst).expect("dtoh");
+            let err = e
+                .copy_into(&mut dst, off, &src, len)
+                .expect_err("out of range");
+            assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+            assert!(
+                bits(&e.dtoh(&dst).expect("dtoh")) == bits(&before),
+                "a refused copy wrote"
+            );
+        }
+    }
+}
+
+#[test]
+fn single_sequence_ops_and_copies_replay_in_a_graph() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let d = Decode::new(seed, 3);
+        let want = decode_with_tables(&e, &d);
+        let w = e.htod(&d.w).expect("w");
+        let dt_bias = e.htod(&d.dt_bias).expect("dt_bias");
+        let a = e.htod(&d.a).expect("a");
+        let mut ring = e.htod(&d.ring0).expect("ring");
+        let mut ssm_state = e.htod(&d.state0).expect("state");
+        let mut ssm_state_alt = e.uninit(STATE).expect("alt");
+        // The step's inputs live in fixed buffers the host rewrites before every replay.
+        let mut qkv = e.uninit(CONV_DIM).expect("qkv");
+        let mut beta_raw = e.uninit(NUM_V).expect("beta_raw");
+        let mut alpha = e.uninit(NUM_V).expect("alpha");
+        let mut conv_out = e.uninit(CONV_DIM).expect("conv_out");
+        let mut o = e.uninit(VALUE_DIM).expect("o");
+        let (mut q, mut k, mut v) = (
+            e.uninit(VALUE_DIM).expect("q"),
+            e.uninit(VALUE_DIM).expect("k"),
+            e.uninit(VALUE_DIM).expect("v"),
+        );
+        let (mut beta, mut g_log) = (e.uninit(NUM_V).expect("b"), e.uninit(NUM_V).expect("g"));
+        e.htod_f32_into(&d.qkv[..CONV_DIM], &mut qkv)
+            .expect("row 0");
+        e.htod_f32_into(&d.beta_raw[..NUM_V], &mut beta_raw)
+            .expect("row 0");
+        e.htod_f32_into(&d.alpha[..NUM_V], &mut alpha)
+            .expect("row 0");
+        // decode.rs's graph form: the canonical state stays at a fixed address, the scan's
+        // result is copied back into it inside the graph.
+        let graph = e
+            .capture_graph(|e: &Engine| {
+                e.ssm_conv1d_fused_decode(&qkv, &mut ring, &w, &mut conv_out, CONV_DIM, D_CONV)?;
+                e.gdn_prep_decode(
+                    &conv_out, &beta_raw, &alpha, &dt_bias, &a, &mut q, &mut k, &mut v, &mut beta,
+                    &mut g_log, 128, NUM_V, NUM_K, KEY_DIM, 1e-6,
+                )?;
+                e.gdn_scan_s128(
+                    &q,
+                    &k,
+                    &v,
+                    &g_log,
+                    &beta,
+                    &ssm_state,
+                    &mut ssm_state_alt,
+                    &mut o,
+                    NUM_V,
+                    1,
+                    SCALE,
+                )?;
+                e.copy_into(&mut ssm_state, 0, &ssm_state_alt, STATE)?;
+                Ok(())
+            })
+            .expect("capture");
+        // The warm-ups advanced the state: start again from the initial one.
+        e.htod_f32_into(&d.ring0, &mut ring).expect("rewind ring");
+        e.htod_f32_into(&d.state0, &mut ssm_state)
+            .expect("rewind state");
+        let (mut conv, mut outs) = (Vec::new(), Vec::new());
+        for r in 0..d.t {
+            e.htod_f32_into(&d.qkv[r * CONV_DIM..(r + 1) * CONV_DIM], &mut qkv)
+                .expect("row");
+            e.htod_f32_into(&d.beta_raw[r * NUM_V..(r + 1) * NUM_V], &mut beta_raw)
+                .expect("row");
+            e.htod_f32_into(&d.alpha[r * NUM_V..(r + 1) * NUM_V], &mut alpha)
+                .expect("row");
+            graph.launch().expect("replay");
+            conv.extend(e.dtoh(&conv_out).expect("dtoh"));
+            outs.extend(e.dtoh(&o).expect("dtoh"));
+        }
+        let got = Decoded {
+            conv,
+            o: outs,
+            state: bits(&e.dtoh(&ssm_state).expect("dtoh")),
+            ring: bits(&e.dtoh(&ring).expect("dtoh")),
+        };
+        assert_same(&format!("{:?} graph", e.backend()), &want, &got, seed);
+    }
+}
+
+#[test]
+fn a_table_entry_that_cannot_be_written_fails_the_capture_even_if_the_step_ignores_it() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let src = e.htod(&random(256, seed, 1, 1.0)).expect("src");
+        let mut dst = e.htod(&poison(512)).expect("dst");
+        let err = e
+            .capture_graph(|e: &Engine| {
+                // An offset no operation used before: its entry would have to be written now.
+                let refused = e
+                    .copy_into(&mut dst, 17, &src, 256)
+                    .expect_err("unwritable entry");
+                assert_eq!(status(&*refused), Status::CaptureError, "{}", refused);
+                Ok(())
+            })
+            .expect_err("the capture fails");
+        assert_eq!(status(&*err), Status::CaptureError, "{}", err);
+        assert!(message(&*err).contains("'dst'"), "{}", err);
+        let err = e
+            .capture_graph(|e: &Engine| {
+                // A buffer allocated during the capture has no entry either.
+                let _ = e.clone_dtod(&src);
+                Ok(())
+            })
+            .expect_err("clone_dtod inside a capture");
+        assert_eq!(status(&*err), Status::CaptureError, "{}", err);
+        // Outside a capture both work, and afterwards the offset has an entry a capture can use.
+        e.copy_into(&mut dst, 17, &src, 256).expect("eager copy");
+        e.htod_f32_into(&poison(512), &mut dst).expect("re-poison");
+        let graph = e
+            .capture_graph(|e: &Engine| {
+                e.copy_into(&mut dst, 17, &src, 256)?;
+                Ok(())
+            })
+            .expect("capture after an eager use");
+        e.htod_f32_into(&poison(512), &mut dst).expect("re-poison");
+        graph.launch().expect("replay");
+        let got = e.dtoh(&dst).expect("dtoh");
+        assert!(
+            bits(&got[17..273]) == bits(&random(256, seed, 1, 1.0)),
+            "{}",
+            replay(seed)
+        );
+        assert!(got[..17]
+            .iter()
+            .chain(&got[273..])
+            .all(|x| x.to_bits() == POISON));
+    }
+}
+
+#[test]
+fn buffers_streams_and_graphs_outlive_the_engine_value() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let host = random(64, seed, 1, 1.0);
+        let buf = e.htod(&host).expect("buf");
+        let mut out = e.uninit(64).expect("out");
+        let stream = e.stream();
+        let graph = e
+            .capture_graph(|e: &Engine| {
+                e.copy_into(&mut out, 0, &buf, 64)?;
+                Ok(())
+            })
+            .expect("capture");
+        let moved = e.htod(&host).expect("moved");
+        drop(e);
+        // The library's engine is still alive: its stream synchronises and its graph replays.
+        graph
+            .launch()
+            .expect("replay after the Engine value is gone");
+        stream.synchronize().expect("synchronize");
+        // A buffer dropped on another thread is freed there.
+        std::thread::spawn(move || drop(moved))
+            .join()
+            .expect("thread");
+        drop(graph);
+        drop(buf);
+        drop(out);
+        stream.synchronize().expect("the last handle still works");
+    }
+}
+
+#[test]
+fn threads_share_one_engine_and_take_turns() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let e = std::sync::Arc::new(e);
+        let workers: Vec<_> = (0..4u64)
+            .map(|i| {
+                let e = e.clone();
+                std::thread::spawn(move || {
+                    let host = random(1000, seed, 10 + i, 1.0);
+                    let src = e.htod(&host).expect("htod");
+                    let mut dst = e.uninit(1000).expect("uninit");
+                    for round in 0..20 {
+                        e.copy_into(&mut dst, 0, &src, 1000).expect("copy_into");
+                        let got = e.dtoh(&dst).expect("dtoh");
+                        assert!(bits(&got) == bits(&host), "thread {} round {}", i, round);
+                    }
+                    // The buffer leaves the thread that made it.
+                    src
+                })
+            })
+            .collect();
+        let bufs: Vec<CudaSlice<f32>> = workers
+            .into_iter()
+            .map(|w| w.join().expect("thread"))
+            .collect();
+        for (i, b) in bufs.iter().enumerate() {
+            assert!(
+                bits(&e.dtoh(b).expect("dtoh")) == bits(&random(1000, seed, 10 + i as u64, 1.0))
+            );
+        }
+    }
+}
+
+#[test]
+fn empty_buffers_need_no_allocation() {
+    for e in engines() {
+        let (z, u, h) = (
+            e.zeros(0).expect("zeros(0)"),
+            e.uninit(0).expect("uninit(0)"),
+            e.htod(&[]).expect("htod(&[])"),
+        );
+        for b in [&z, &u, &h] {
+            assert!(b.is_empty());
+            assert_eq!(e.dtoh(b).expect("dtoh"), Vec::<f32>::new());
+        }
+        let mut z = z;
+        e.copy_into(&mut z, 0, &h, 0).expect("an empty copy");
+        assert!(e.clone_dtod(&u).expect("an empty clone").is_empty());
+        z.free().expect("free of an empty buffer");
+    }
+}
+
+#[test]
+fn host_owned_memory_is_used_but_never_freed() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let stream = e.stream();
+        let host = random(300, seed, 1, 1.0);
+        let owner = e.htod(&host).expect("owner");
+        let addr = owner.device_ptr(&stream).0;
+        // SAFETY: `owner` holds 300 f32s at `addr` and outlives `wrapped`.
+        let mut wrapped = unsafe { e.wrap_device_ptr::<f32>(addr, 300) }.expect("wrap");
+        assert!(bits(&e.dtoh(&wrapped).expect("dtoh")) == bits(&host));
+        let new = random(300, seed, 2, 1.0);
+        e.htod_f32_into(&new, &mut wrapped)
+            .expect("write through the wrapper");
+        drop(wrapped);
+        // Dropping the wrapper freed nothing: the owner's contents and its own free are intact.
+        assert!(bits(&e.dtoh(&owner).expect("dtoh")) == bits(&new));
+        owner
+            .free()
+            .expect("the owner's buffer was never freed by the wrapper");
+        // SAFETY (both): refused before anything is wrapped.
+        let err = unsafe { e.wrap_device_ptr::<f32>(0, 4) }.expect_err("NULL");
+        assert_eq!(status(&*err), Status::InvalidArgument);
+        let err = unsafe { e.wrap_device_ptr::<u64>(addr + 4, 4) }.expect_err("misaligned");
+        assert!(message(&*err).contains("aligned"), "{}", err);
+        if e.backend() == Backend::Cpu {
+            // On the CPU backend device memory is host memory: a Vec the host owns.
+            let mut mine = vec![f32::from_bits(POISON); 16];
+            // SAFETY: `mine` outlives `view` and is not touched while the engine writes it.
+            let mut view =
+                unsafe { e.wrap_device_ptr::<f32>(mine.as_mut_ptr() as u64, 16) }.expect("wrap");
+            let src = e.htod(&random(16, seed, 3, 1.0)).expect("src");
+            e.copy_into(&mut view, 0, &src, 16)
+                .expect("copy into host memory");
+            drop(view);
+            assert!(bits(&mine) == bits(&random(16, seed, 3, 1.0)));
+        }
+    }
+}
+
+#[test]
+fn u32_and_i32_buffers_round_trip() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let zeros = e.alloc_u32_zeroed(33).expect("alloc_u32_zeroed");
+        assert_eq!(e.dtoh_u32(&zeros).expect("dtoh_u32"), vec![0u32; 33]);
+        let values: Vec<u32> = (0..33u32)
+            .map(|i| (seed as u32).rotate_left(i) ^ i)
+            .collect();
+        let mut buf = e.alloc_u32(33).expect("alloc_u32");
+        e.htod_u32_into(&values, &mut buf).expect("htod_u32_into");
+        assert_eq!(e.dtoh_u32(&buf).expect("dtoh_u32"), values);
+        e.htod_u32_into(&[7, 8], &mut buf.slice_mut(31..))
+            .expect("into a view");
+        assert_eq!(
+            e.dtoh_u32(&buf.slice(30..)).expect("dtoh"),
+            vec![values[30], 7, 8]
+        );
+        let signed: Vec<i32> = values
+            .iter()
+            .map(|&v| v as i32)
+            .chain([i32::MIN, -1, 0])
+            .collect();
+        let ints = e.htod_i32(&signed).expect("htod_i32");
+        assert_eq!(e.dtoh_i32(&ints).expect("dtoh_i32"), signed);
+        assert_eq!(
+            e.dtoh_u32(&e.htod_u32(&values).expect("htod_u32"))
+                .expect("dtoh"),
+            values
+        );
+    }
+}
+
+/// The ABI 1.1 entry points through `VerifyArgs`: every field reaches the slot the library
+/// reads (the one-launch verify gives the 1.0 packed program's bits for every tensor it is
+/// asked for; the rollback and the journal commit move the states the accepted counts say; a
+/// missing or foreign buffer is refused by name). Run on the CPU backend: their CUDA kernels
+/// are checked by the C suite on a GPU machine.
+#[test]
+fn verify_args_reach_the_1_1_entry_points() {
+    const B: usize = 2;
+    const T: usize = 3;
+    let seed = fresh_seed();
+    let e = Engine::with_options(&EngineOptions {
+        backend: Backend::Cpu,
+        ignore_env: true,
+        ..EngineOptions::default()
+    })
+    .expect("CPU engine");
+    let other = Engine::with_options(&EngineOptions {
+        backend: Backend::Cpu,
+        ignore_env: true,
+        ..EngineOptions::default()
+    })
+    .expect("second CPU engine");
+    let qkv = e
+        .htod(&random(B * T * CONV_DIM, seed, 1, 1.0))
+        .expect("qkv");
+    let w = e.htod(&random(CONV_DIM * D_CONV, seed, 2, 0.5)).expect("w");
+    let beta_raw = e
+        .htod(&random(B * T * NUM_V, seed, 3, 2.0))
+        .expect("beta_raw");
+    let alpha = e.htod(&random(B * T * NUM_V, seed, 4, 2.0)).expect("alpha");
+    let dt_bias = e.htod(&random(NUM_V, seed, 5, 0.5)).expect("dt_bias");
+    let a = e.htod(&random(NUM_V, seed, 6, 1.0)).expect("a");
+    let rings0: Vec<Vec<f32>> = (0..B)
+        .map(|b| random(CONV_DIM * PAD, seed, 10 + b as u64, 1.0))
+        .collect();
+    let states0: Vec<Vec<f32>> = (0..B)
+        .map(|b| random(STATE, seed, 20 + b as u64, 0.3))
+        .collect();
+    let sequences = || -> (Vec<CudaSlice<f32>>, Vec<CudaSlice<f32>>, Vec<CudaSlice<f32>>, CudaSlice<u64>) {
+        let rings: Vec<_> = rings0.iter().map(|r| e.htod(r).expect("ring")).collect();
+        let canon: Vec<_> = states0.iter().map(|s| e.htod(s).expect("state")).collect();
+        let alt: Vec<_> = (0..B).map(|_| e.htod(&poison(STATE)).expect("alt")).collect();
+        let mut entries = Vec::new();
+        for b in 0..B {
+            entries.extend(addresses(&e, &[&rings[b], &canon[b], &alt[b]]));
+        }
+        let table = e.htod_u64(&entries).expect("table");
+        (rings, canon, alt, table)
+    };
+    let fresh = |n: usize| e.htod(&poison(n)).expect("output");
+    let (rows, heads) = (B * T * VALUE_DIM, B * T * NUM_V);
+    let (snap_c, snap_s) = (B * (T - 1) * CONV_DIM * PAD, B * (T - 1) * STATE);
+
+    // The 1.0 packed program.
+    let (want_rings, _want_canon, want_alt, table) = sequences();
+    let (mut conv_outs, mut sc) = (fresh(B * T * CONV_DIM), fresh(snap_c));
+    let (mut q, mut k, mut v, mut beta, mut g) = (
+        fresh(rows),
+        fresh(rows),
+        fresh(rows),
+        fresh(heads),
+        fresh(heads),
+    );
+    let (mut o, mut ss) = (fresh(rows), fresh(snap_s));
+    e.ssm_conv1d_fused_decode_tloop_batched(
+        &qkv,
+        &table,
+        &w,
+        &mut conv_outs,
+        Some(&mut sc),
+        CONV_DIM,
+        D_CONV,
+        T,
+        B,
+    )
+    .expect("conv");
+    e.gdn_prep_decode_b(
+        &conv_outs,
+        &beta_raw,
+        &alpha,
+        &dt_bias,
+        &a,
+        &mut q,
+        &mut k,
+        &mut v,
+        &mut beta,
+        &mut g,
+        128,
+        NUM_V,
+        NUM_K,
+        KEY_DIM,
+        1e-6,
+        CONV_DIM,
+        B * T,
+    )
+    .expect("prep");
+    e.gdn_scan_s128_tsnap_batched(
+        &q,
+        &k,
+        &v,
+        &g,
+        &beta,
+        &table,
+        &mut o,
+        NUM_V,
+        T,
+        B,
+        SCALE,
+        Some(&mut ss),
+    )
+    .expect("scan");
+    let want: Vec<Vec<f32>> = [&conv_outs, &q, &k, &v, &beta, &g, &o, &sc, &ss]
+        .iter()
+        .map(|b| e.dtoh(*b).expect("dtoh"))
+        .chain(
+            want_alt
+                .iter()
+                .chain(&want_rings)
+                .map(|b| e.dtoh(b).expect("dtoh")),
+        )
+        .collect();
+
+    // The one-launch verify, every optional output asked for.
+    let (rings, canon, alt, table) = sequences();
+    let (mut conv_outs, mut sc) = (fresh(B * T * CONV_DIM), fresh(snap_c));
+    let (mut q, mut k, mut v, mut beta, mut g) = (
+        fresh(rows),
+        fresh(rows),
+        fresh(rows),
+        fresh(heads),
+        fresh(heads),
+    );
+    let (mut o, mut ss) = (fresh(rows), fresh(snap_s));
+    {
+        let args = VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
+            .mode(VerifyMode::Snapshots)
+            .eps(1e-6)
+            .scale(SCALE)
+            .qkv(&qkv)
+            .table(&table)
+            .w(&w)
+            .beta_raw(&beta_raw)
+            .alpha(&alpha)
+            .dt_bias(&dt_bias)
+            .a(&a)
+            .o(&mut o)
+            .conv_outs(&mut conv_outs)
+            .q_l2(&mut q)
+            .k_l2(&mut k)
+            .v_g(&mut v)
+            .beta(&mut beta)
+            .g_log(&mut g)
+            .snap_conv(&mut sc)
+            .snap_ssm(&mut ss);
+        e.gdn_verify(&args).expect("gdn_verify");
+    }
+    let got: Vec<Vec<f32>> = [&conv_outs, &q, &k, &v, &beta, &g, &o, &sc, &ss]
+        .iter()
+        .map(|b| e.dtoh(*b).expect("dtoh"))
+        .chain(alt.iter().chain(&rings).map(|b| e.dtoh(b).expect("dtoh")))
+        .collect();
+    for (i, (w_, g_)) in want.iter().zip(&got).enumerate() {
+        assert!(
+            w_.iter().all(|x| x.is_finite()),
+            "tensor {} of the reference",
+            i
+        );
+        assert_eq!(
+            bit_diffs(w_, g_),
+            0,
+            "verify tensor {}, {}",
+            i,
+            replay(seed)
+        );
+    }
+
+    // Rollback to row accepted[b] - 1: sequence 0 keeps one row (snapshot 0), sequence 1 all
+    // three (the final state, in the alternate buffer since T is odd).
+    let accepted = e.htod_u32(&[1, T as u32]).expect("accepted");
+    {
+        let args = VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
+            .eps(1e-6)
+            .scale(SCALE)
+            .table(&table)
+            .accepted(&accepted)
+            .snap_conv(&mut sc)
+            .snap_ssm(&mut ss);
+        e.gdn_rollback(&args).expect("gdn_rollback");
+    }
+    let snaps_s = &want[8];
+    let snaps_c = &want[7];
+    assert_eq!(
+        bit_diffs(&e.dtoh(&canon[0]).expect("dtoh"), &snaps_s[..STATE]),
+        0,
+        "rollback of sequence 0 to its first snapshot"
+    );
+    assert_eq!(
+        bit_diffs(
+            &e.dtoh(&rings[0]).expect("dtoh"),
+            &snaps_c[..CONV_DIM * PAD]
+        ),
+        0,
+        "ring 0"
+    );
+    assert_eq!(
+        bit_diffs(&e.dtoh(&canon[1]).expect("dtoh"), &want[9 + 1]),
+        0,
+        "sequence 1's final state"
+    );
+
+    // Journal mode from an empty journal: nothing folded, so the outputs are the packed
+    // program's; then a commit of rows [2, 3] gives the states after those rows.
+    let t_max = T;
+    let journal_len =
+        memra_engine::gdn_journal_len(128, NUM_K, NUM_V, t_max).expect("journal length");
+    assert!(journal_len > 0);
+    let rings: Vec<_> = rings0.iter().map(|r| e.htod(r).expect("ring")).collect();
+    let states: Vec<_> = states0.iter().map(|s| e.htod(s).expect("state")).collect();
+    let journals: Vec<_> = (0..B)
+        .map(|_| e.zeros(journal_len).expect("journal"))
+        .collect();
+    let mut entries = Vec::new();
+    for b in 0..B {
+        entries.extend(addresses(&e, &[&rings[b], &states[b], &journals[b]]));
+    }
+    let jtable = e.htod_u64(&entries).expect("journal table");
+    let mut counts = e.alloc_u32_zeroed(B).expect("counts");
+    let mut o = fresh(rows);
+    {
+        let args = VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
+            .mode(VerifyMode::Journal)
+            .eps(1e-6)
+            .scale(SCALE)
+            .qkv(&qkv)
+            .table(&jtable)
+            .w(&w)
+            .beta_raw(&beta_raw)
+            .alpha(&alpha)
+            .dt_bias(&dt_bias)
+            .a(&a)
+            .accepted(&counts)
+            .o(&mut o);
+        e.gdn_verify(&args).expect("journal verify");
+    }
+    assert_eq!(
+        bit_diffs(&e.dtoh(&o).expect("dtoh"), &want[6]),
+        0,
+        "journal-mode outputs"
+    );
+    e.htod_u32_into(&[2, T as u32], &mut counts)
+        .expect("accepted counts");
+    {
+        let args = VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
+            .mode(VerifyMode::Journal)
+            .eps(1e-6)
+            .scale(SCALE)
+            .table(&jtable)
+            .w(&w)
+            .dt_bias(&dt_bias)
+            .a(&a)
+            .accepted(&counts);
+        e.gdn_journal_commit(&args).expect("commit");
+    }
+    assert_eq!(
+        bit_diffs(
+            &e.dtoh(&states[0]).expect("dtoh"),
+            &snaps_s[STATE..2 * STATE]
+        ),
+        0,
+        "sequence 0 committed after two rows"
+    );
+    assert_eq!(
+        bit_diffs(&e.dtoh(&states[1]).expect("dtoh"), &want[9 + 1]),
+        0,
+        "sequence 1 after three"
+    );
+
+    // Refusals name the field.
+    let err = e
+        .gdn_verify(
+            &VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
+                .eps(1e-6)
+                .scale(SCALE)
+                .qkv(&qkv),
+        )
+        .expect_err("no table, no outputs");
+    assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+    let foreign = other
+        .htod(&random(B * T * CONV_DIM, seed, 1, 1.0))
+        .expect("foreign");
+    let err = e
+        .gdn_verify(
+            &VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
+                .eps(1e-6)
+                .scale(SCALE)
+                .qkv(&foreign),
+        )
+        .expect_err("a buffer of another engine");
+    assert!(
+        message(&*err).contains("'qkv'") && message(&*err).contains("another engine"),
+        "{}",
+        err
+    );
 }
