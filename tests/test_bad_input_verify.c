@@ -1,5 +1,5 @@
 /*
- * Bad input (SPEC section 6) for the 1.1 entry points: memra_gdn_verify in its three modes,
+ * Bad input (docs/bad-input.md) for the 1.1 entry points: memra_gdn_verify in its three modes,
  * memra_gdn_journal_commit, memra_gdn_rollback, memra_verify_args_init, memra_gdn_journal_len,
  * memra_alloc_u32, memra_htod_u32_into and memra_dtoh_u32. Every refusal must carry the
  * documented status and a message naming the function and the offending field, and must not

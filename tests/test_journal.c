@@ -5,17 +5,17 @@
  * memra_gdn_scan_s128_batched_view with b_n = 1 on the same backend, run on exactly the rows a
  * host accepted.
  *
- * Journal sessions: b_n sequences, each with a ring, ONE state buffer and a zero-filled (empty)
+ * Journal histories: b_n sequences, each with a ring, ONE state buffer and a zero-filled (empty)
  * journal of memra_gdn_journal_len(t_max) words, go through several verifies in a row, with
  * accepted counts drawn per sequence and per step (0 and the whole journal included), t drawn
  * per step, the sequences bound to different table rows at every step, and commits in between
- * and at the end. Every verify's o (and the optional activations the session asks for) must be
+ * and at the end. Every verify's o (and the optional activations the history asks for) must be
  * memcmp-equal to the per-row program's outputs for its rows, started from the per-row
  * program's ring and state after exactly the rows accepted so far; the ring and state the
  * verify writes back must be those (the folded ones), and after a commit the ring and state
  * must equal the per-row program run on exactly the accepted rows. Outputs are poisoned before
  * every call; rings, states and journals are followed by guard words that must not change. In
- * graph mode one captured verify and one captured commit serve the whole session, the table
+ * graph mode one captured verify and one captured commit serve the whole history, the table
  * and the counts rewritten in device memory between replays.
  *
  * Bad counts (a count above the rows a journal holds, a count on an empty journal, a rollback
@@ -318,7 +318,7 @@ static void jr_expect_report(MemraEngine *e, int how, const char *fn, const size
                  desc, memra_status_string(st), memra_last_error_message());
 }
 
-/* ---- Journal sessions ---- */
+/* ---- Journal histories ---- */
 
 typedef struct jr_case {
     size_t num_k, num_v, d_conv, t_max, b, steps;
@@ -366,7 +366,7 @@ static void jr_session_desc(jr_session *s, const char *fmt, size_t step)
 {
     const jr_case *c = s->c;
     snprintf(s->desc, sizeof s->desc,
-             "journal session num_k=%zu num_v=%zu d_conv=%zu t_max=%zu b_n=%zu %s outs=0x%02x "
+             "journal history num_k=%zu num_v=%zu d_conv=%zu t_max=%zu b_n=%zu %s outs=0x%02x "
              "%s%s, step %zu%s, " TU_SEED_FMT,
              c->num_k, c->num_v, c->d_conv, c->t_max, c->b,
              c->order == MEMRA_HEAD_ORDER_GROUPED ? "GROUPED" : "TILED", c->outs,
