@@ -641,7 +641,7 @@ impl Engine {
         let guard = self.lock();
         let dst = self.arg(&guard, F, "dst", dst.raw())?;
         let src = self.arg(&guard, F, "src", src.raw())?;
-        if off.checked_add(len).map_or(true, |end| end > dst.len) {
+        if !matches!(off.checked_add(len), Some(end) if end <= dst.len) {
             return Err(Error::new(
                 Status::InvalidArgument,
                 format!(
@@ -751,7 +751,8 @@ impl Engine {
         let bytes = (len as u64).checked_mul(elem);
         let problem = if ptr == 0 && len > 0 {
             Some("expected a non-NULL address for a non-empty buffer".to_string())
-        } else if ptr % elem != 0 {
+        } else if ptr & (elem - 1) != 0 {
+            // Element sizes are powers of two.
             Some(format!(
                 "expected a {}-byte aligned address, got {:#x}",
                 elem, ptr

@@ -62,8 +62,9 @@ impl Drop for GraphHandle {
         {
             // A borrow of the state is never held while a handle can be dropped; should that
             // ever change, leaking the graph (and with it the engine) is the safe outcome.
-            let Ok(mut state) = self.shared.state(&guard).try_borrow_mut() else {
-                return;
+            let mut state = match self.shared.state(&guard).try_borrow_mut() {
+                Ok(state) => state,
+                Err(_) => return,
             };
             if state.capture.is_some() {
                 // The library refuses to destroy a graph inside a capture step.

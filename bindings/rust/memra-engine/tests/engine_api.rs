@@ -1571,6 +1571,14 @@ fn u32_and_i32_buffers_round_trip() {
     }
 }
 
+/// Rings, canonical states, alternate states and their `[B, 3]` table.
+type Sequences = (
+    Vec<CudaSlice<f32>>,
+    Vec<CudaSlice<f32>>,
+    Vec<CudaSlice<f32>>,
+    CudaSlice<u64>,
+);
+
 /// The ABI 1.1 entry points through `VerifyArgs`: every field reaches the slot the library
 /// reads (the one-launch verify gives the 1.0 packed program's bits for every tensor it is
 /// asked for; the rollback and the journal commit move the states the accepted counts say; a
@@ -1609,10 +1617,12 @@ fn verify_args_reach_the_1_1_entry_points() {
     let states0: Vec<Vec<f32>> = (0..B)
         .map(|b| random(STATE, seed, 20 + b as u64, 0.3))
         .collect();
-    let sequences = || -> (Vec<CudaSlice<f32>>, Vec<CudaSlice<f32>>, Vec<CudaSlice<f32>>, CudaSlice<u64>) {
+    let sequences = || -> Sequences {
         let rings: Vec<_> = rings0.iter().map(|r| e.htod(r).expect("ring")).collect();
         let canon: Vec<_> = states0.iter().map(|s| e.htod(s).expect("state")).collect();
-        let alt: Vec<_> = (0..B).map(|_| e.htod(&poison(STATE)).expect("alt")).collect();
+        let alt: Vec<_> = (0..B)
+            .map(|_| e.htod(&poison(STATE)).expect("alt"))
+            .collect();
         let mut entries = Vec::new();
         for b in 0..B {
             entries.extend(addresses(&e, &[&rings[b], &canon[b], &alt[b]]));
@@ -1874,4 +1884,45 @@ fn verify_args_reach_the_1_1_entry_points() {
         "{}",
         err
     );
+}
+
+#[test]
+fn an_engine_launches_on_a_stream_the_host_owns() {
+    let seed = fresh_seed();
+    for e in engines() {
+        match e.backend() {
+            Backend::Cpu => {
+                // The CPU backend has no streams: a host stream is refused before it is used.
+                // SAFETY: the library refuses the stream without touching it.
+                let err = unsafe {
+                    Engine::with_stream(
+                        &EngineOptions {
+                            backend: Backend::Cpu,
+                            ignore_env: true,
+                            ..EngineOptions::default()
+                        },
+                        8 as *mut std::ffi::c_void,
+                    )
+                }
+                .expect_err("a stream on the CPU backend");
+                assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+            }
+            Backend::Cuda => {
+                // The host's stream here is the first engine's, which outlives the second.
+                let host_stream = e.stream().cu_stream();
+                // SAFETY: a live CUDA stream of device 0 that outlives `on_it` and its buffers.
+                let on_it = unsafe { Engine::new_on_stream(0, host_stream) }.expect("engine");
+                assert_eq!(on_it.stream().cu_stream(), host_stream);
+                let host = random(512, seed, 1, 1.0);
+                let src = on_it.htod(&host).expect("htod");
+                let copy = on_it.clone_dtod(&src).expect("clone_dtod");
+                assert!(bits(&on_it.dtoh(&copy).expect("dtoh")) == bits(&host));
+                drop((src, copy, on_it));
+                // The host's stream was not destroyed with the engine that used it.
+                e.synchronize()
+                    .expect("the first engine's stream still works");
+            }
+            Backend::Auto => unreachable!("an engine never runs on AUTO"),
+        }
+    }
 }

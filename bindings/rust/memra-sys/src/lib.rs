@@ -12,8 +12,8 @@
 //! them in a safe API.
 //!
 //! The build script links `libmemra.so` from the directory named by the environment variable
-//! `MEMRA_LIB_DIR` (an absolute path; default: the repository's `build/` directory) and gives
-//! this crate's test binaries a run path to it.
+//! `MEMRA_LIB_DIR`, or, when it is unset, from the `libdir` of `pkg-config memra` (an installed
+//! libmemra), and gives this crate's test binaries a run path to it.
 
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
 // The header's comments write shapes such as [b_n, conv_dim] that rustdoc would otherwise
