@@ -41,8 +41,8 @@ pub(crate) struct Alloc {
     /// The graph whose capture made this allocation: the library ties its lifetime to that
     /// graph, so the handle keeps the graph from being destroyed while the buffer is alive.
     pub(crate) graph: Option<Arc<GraphHandle>>,
-    /// The address this f32 buffer registered as live (see `Shared::add_live_f32`).
-    pub(crate) live_f32: bool,
+    /// Whether this buffer registered its address as live (see `Shared::add_live`).
+    pub(crate) live: bool,
     /// Set by `CudaSlice::free`, which already called `memra_free`.
     pub(crate) freed: bool,
 }
@@ -67,8 +67,8 @@ impl Alloc {
 
 impl Drop for Alloc {
     fn drop(&mut self) {
-        if self.live_f32 {
-            self.shared.remove_live_f32(self.addr());
+        if self.live {
+            self.shared.remove_live(self.addr());
         }
         if self.owner != Owner::Library || self.freed || self.released() {
             return;
@@ -419,16 +419,22 @@ pub trait DevicePtrMut<T>: DevicePtr<T> {
 /// `CudaStream`. Obtained from [`Engine::stream`](crate::Engine::stream) as an
 /// `Arc<CudaStream>`; it keeps the engine's shared state alive.
 pub struct CudaStream {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     /// The `cudaStream_t`, or 0 on the CPU backend.
     raw: usize,
+    pub(crate) backend: crate::Backend,
 }
 
 impl CudaStream {
-    pub(crate) fn new(shared: Arc<Shared>, raw: *mut c_void) -> CudaStream {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        raw: *mut c_void,
+        backend: crate::Backend,
+    ) -> CudaStream {
         CudaStream {
             shared,
             raw: raw as usize,
+            backend,
         }
     }
 

@@ -276,7 +276,7 @@ impl Engine {
         check(sys::memra_engine_stream(raw.as_ptr(), &mut raw_stream))?;
         Ok(Engine {
             gpu: Gpu {
-                stream: Arc::new(CudaStream::new(shared.clone(), raw_stream)),
+                stream: Arc::new(CudaStream::new(shared.clone(), raw_stream, backend)),
             },
             shared,
             backend,
@@ -328,9 +328,9 @@ impl Engine {
             .capture
             .as_ref()
             .map(|c| c.handle().clone());
-        let live_f32 = is_f32::<T>() && !ptr.is_null();
-        if live_f32 {
-            self.shared.add_live_f32(ptr as usize as u64);
+        let live = !ptr.is_null();
+        if live {
+            self.shared.add_live(ptr as usize as u64);
         }
         CudaSlice::new(
             Alloc {
@@ -338,7 +338,7 @@ impl Engine {
                 ptr,
                 owner: Owner::Library,
                 graph,
-                live_f32,
+                live,
                 freed: false,
             },
             len,
@@ -353,7 +353,7 @@ impl Engine {
                 ptr: ptr::null_mut(),
                 owner: Owner::Empty,
                 graph: None,
-                live_f32: false,
+                live: false,
                 freed: false,
             },
             0,
@@ -664,18 +664,33 @@ impl Engine {
         if len == 0 {
             return Ok(());
         }
-        let target = dst.sub::<f32>(off, len);
-        let slot = self.slots(&guard, F, &[(target.addr(), "dst")])?[0];
-        let scratch = self.copy_scratch(&guard, len)?;
+        let target = dst.sub::<f32>(off, len).addr();
+        Ok(self.copy_words(&guard, F, target, src.sub::<f32>(0, len).f32())?)
+    }
+
+    /// Copies the `src.len` 4-byte words at `src` to the address `target` (the start of a
+    /// checked destination of at least that many words), bit for bit: the per-row conv with
+    /// `d_conv = 2` on one row of `src.len` channels rolls its ring, a pointer-table entry
+    /// holding `target`, to hold the row.
+    fn copy_words(
+        &self,
+        guard: &LockGuard<'_>,
+        func: &str,
+        target: u64,
+        src: sys::MemraSliceF32,
+    ) -> Res<()> {
+        let len = src.len;
+        let slot = self.slots(guard, func, &[(target, "dst")])?[0];
+        let scratch = self.copy_scratch(guard, len)?;
         let (w, out) = scratch.views(len);
         // SAFETY: a live engine, its lock held; the conv reads `len` elements of `src` and of
-        // its one-entry table (the slot, holding `dst + off`), `2 * len` weights and writes
-        // `len` outputs of the scratch, and rolls `len` ring elements at `dst + off`, all inside
-        // live buffers of this engine.
+        // its one-entry table (the slot, holding `target`), `2 * len` weights and writes `len`
+        // outputs of the scratch, and rolls `len` ring elements at `target`, all inside live
+        // buffers of this engine.
         check(unsafe {
             sys::memra_ssm_conv1d_fused_decode_b_view(
                 self.raw(),
-                src.sub::<f32>(0, len).f32(),
+                src,
                 sys::MemraSliceU64 {
                     ptr: slot.as_ptr(),
                     len: 1,
@@ -689,6 +704,52 @@ impl Engine {
         })?;
         drop(scratch);
         Ok(())
+    }
+
+    /// Sets every element of `dst` to zero bits, in stream order (cudarc's
+    /// `CudaStream::memset_zeros`, also callable on [`CudaStream`]). Graph-capturable on
+    /// buffers with a pointer-table slot (see [`Engine::copy_into`], which it is built on: it
+    /// copies from zeros the engine keeps).
+    pub fn memset_zeros<T: Elem>(&self, dst: &mut impl DevicePtrMut<T>) -> Result<()> {
+        const F: &str = "CudaStream::memset_zeros";
+        let guard = self.lock();
+        let dst = self.arg(&guard, F, "dst", dst.raw())?;
+        // Every element type is a whole number of 4-byte words.
+        let words = elements(
+            F,
+            "dst in 4-byte words",
+            &[dst.len, mem::size_of::<T>() / 4],
+        )?;
+        if words == 0 {
+            return Ok(());
+        }
+        let zeros = self.zero_source(&guard, words)?;
+        let src = zeros.zeros(words);
+        self.copy_words(&guard, F, dst.addr(), src)?;
+        drop(zeros);
+        Ok(())
+    }
+
+    /// Device-to-device copy of the view `src` into the start of `dst` (memra-engine's
+    /// `dtod_copy_view`; [`Engine::copy_into`] with `off = 0` and `src.len()` elements).
+    pub fn dtod_copy_view(
+        &self,
+        src: &impl DevicePtr<f32>,
+        dst: &mut impl DevicePtrMut<f32>,
+    ) -> Result<()> {
+        let len = src.len();
+        self.copy_into(dst, 0, src, len)
+    }
+
+    /// [`Engine::copy_into`] from a view (the older memra-engine name).
+    pub fn copy_view_into(
+        &self,
+        dst: &mut impl DevicePtrMut<f32>,
+        off: usize,
+        src: &impl DevicePtr<f32>,
+        len: usize,
+    ) -> Result<()> {
+        self.copy_into(dst, off, src, len)
     }
 
     /// A new buffer holding a device-to-device copy of `src` (memra-engine's `clone_dtod`:
@@ -734,6 +795,36 @@ impl Engine {
         Ok(Scratch::Engine(ptr, cap))
     }
 
+    /// `words` f32 zeros to copy from: the engine's (grown outside captures), or inside a
+    /// capture that needs more, zeros allocated for the call (they belong to the graph).
+    fn zero_source(&self, guard: &LockGuard<'_>, words: usize) -> Res<Scratch> {
+        {
+            let state = self.shared.state(guard).borrow();
+            if let Some(z) = state.zeros.as_ref().filter(|z| z.cap >= words) {
+                return Ok(Scratch::Engine(z.ptr, z.cap));
+            }
+        }
+        if self.capturing(guard) {
+            let buf = self.alloc_buf::<f32>(words, sys::MEMRA_ALLOC_INIT_ZEROED)?;
+            return Ok(Scratch::Call(buf, words));
+        }
+        let cap = words.max(1 << 16).next_power_of_two().max(words);
+        // SAFETY: a live engine, its lock held.
+        let (code, ptr) =
+            unsafe { <f32 as ElemImpl>::alloc(self.raw(), cap, sys::MEMRA_ALLOC_INIT_ZEROED) };
+        check(code)?;
+        let ptr = NonNull::new(ptr.cast::<f32>()).ok_or_else(|| {
+            Error::new(
+                Status::Internal,
+                "the library reported an allocation without an address".to_string(),
+            )
+        })?;
+        // The previous zeros stay allocated (graphs may read them) until the engine is
+        // destroyed.
+        self.shared.state(guard).borrow_mut().zeros = Some(CopyScratch { ptr, cap });
+        Ok(Scratch::Engine(ptr, cap))
+    }
+
     /// A buffer over device memory the host owns (cudarc's device pointers, for a host with its
     /// own allocator). The buffer is never freed by these bindings or by the library; it is
     /// used like any other buffer of this engine (operations, copies, pointer tables, graphs).
@@ -773,9 +864,9 @@ impl Engine {
             .into());
         }
         let raw_ptr = ptr as usize as *mut c_void;
-        let live_f32 = is_f32::<T>() && ptr != 0;
-        if live_f32 {
-            self.shared.add_live_f32(ptr);
+        let live = ptr != 0;
+        if live {
+            self.shared.add_live(ptr);
         }
         Ok(CudaSlice::new(
             Alloc {
@@ -783,7 +874,7 @@ impl Engine {
                 ptr: raw_ptr,
                 owner: Owner::Host,
                 graph: None,
-                live_f32,
+                live,
                 freed: false,
             },
             len,
@@ -800,6 +891,15 @@ enum Scratch {
 }
 
 impl Scratch {
+    /// The first `len` elements, as a copy's source.
+    fn zeros(&self, len: usize) -> sys::MemraSliceF32 {
+        let base = match self {
+            Scratch::Engine(ptr, _) => ptr.as_ptr(),
+            Scratch::Call(buf, _) => buf.alloc().ptr.cast::<f32>(),
+        };
+        sys::MemraSliceF32 { ptr: base, len }
+    }
+
     /// The weights (`2 * len`) and outputs (`len`) of a copy of `len` elements.
     fn views(&self, len: usize) -> (sys::MemraSliceF32, sys::MemraSliceMutF32) {
         let (base, cap) = match self {
@@ -821,8 +921,27 @@ impl Scratch {
     }
 }
 
-fn is_f32<T: 'static>() -> bool {
-    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>()
+impl CudaStream {
+    /// Sets every element of `dst` to zero bits, in stream order (cudarc's name; see
+    /// [`Engine::memset_zeros`]).
+    pub fn memset_zeros<T: Elem>(&self, dst: &mut impl DevicePtrMut<T>) -> Result<()> {
+        self.engine().memset_zeros(dst)
+    }
+
+    /// The engine this stream belongs to, as a value (it shares the engine's state).
+    fn engine(&self) -> Engine {
+        Engine {
+            gpu: Gpu {
+                stream: Arc::new(CudaStream::new(
+                    self.shared.clone(),
+                    self.cu_stream(),
+                    self.backend,
+                )),
+            },
+            shared: self.shared.clone(),
+            backend: self.backend,
+        }
+    }
 }
 
 impl<T> CudaSlice<T> {

@@ -239,7 +239,7 @@ impl Engine {
     /// [`CaptureError`]'s source). A panic in `step` aborts the capture and is resumed after the
     /// library has cleaned up. On failure the engine stays usable and no graph exists.
     ///
-    /// Before the capture starts, every live f32 buffer of the engine gets a slot in the
+    /// Before the capture starts, every live buffer of the engine gets a slot in the
     /// engine's pointer tables, so that the operations that take a state or ring buffer
     /// directly ([`Engine::ssm_conv1d_fused_decode`], [`Engine::gdn_scan_s128`],
     /// [`Engine::copy_into`], ...) work inside the step on those buffers. Views at an offset
@@ -279,8 +279,8 @@ impl Engine {
                 .into(),
             });
         }
-        // Outside the capture: give every live f32 buffer its pointer-table slot now.
-        let live = shared.live_f32_addresses();
+        // Outside the capture: give every live buffer its pointer-table slot now.
+        let live = shared.live_addresses();
         shared
             .state(&guard)
             .borrow_mut()

@@ -19,11 +19,11 @@ pub(crate) struct Shared {
     lock: EngineLock,
     /// Only touched while `lock` is held (see [`Shared::state`]).
     state: RefCell<State>,
-    /// Base addresses of the live f32 buffers, with how many buffers start there (host-owned
+    /// Base addresses of the live buffers, with how many buffers start there (host-owned
     /// wrappers may share an address). A graph capture gives each of them a pointer-table slot
     /// first (see [`AddressBook`]). A plain mutex: it is held for a map update only, never while
     /// the library is called, so it nests inside the engine lock without deadlock.
-    live_f32: Mutex<HashMap<u64, usize>>,
+    live: Mutex<HashMap<u64, usize>>,
 }
 
 // SAFETY: the library allows an engine to be used from any thread, one thread at a time; every
@@ -43,6 +43,9 @@ pub(crate) struct State {
     pub(crate) book: AddressBook,
     /// The scratch the device-to-device copy runs with (see [`CopyScratch`]).
     pub(crate) copy_scratch: Option<CopyScratch>,
+    /// Zeros the copy reads to clear a buffer (`memset_zeros`): `cap` f32 zeros, engine-owned,
+    /// only replaced by a larger buffer outside captures and never written.
+    pub(crate) zeros: Option<CopyScratch>,
 }
 
 impl Shared {
@@ -55,8 +58,9 @@ impl Shared {
                 deferred_graphs: Vec::new(),
                 book: AddressBook::default(),
                 copy_scratch: None,
+                zeros: None,
             }),
-            live_f32: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashMap::new()),
         }
     }
 
@@ -71,13 +75,13 @@ impl Shared {
         &self.state
     }
 
-    pub(crate) fn add_live_f32(&self, addr: u64) {
-        let mut live = self.live_f32.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(crate) fn add_live(&self, addr: u64) {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         *live.entry(addr).or_insert(0) += 1;
     }
 
-    pub(crate) fn remove_live_f32(&self, addr: u64) {
-        let mut live = self.live_f32.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(crate) fn remove_live(&self, addr: u64) {
+        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(n) = live.get_mut(&addr) {
             *n -= 1;
             if *n == 0 {
@@ -86,8 +90,8 @@ impl Shared {
         }
     }
 
-    pub(crate) fn live_f32_addresses(&self) -> Vec<u64> {
-        let live = self.live_f32.lock().unwrap_or_else(PoisonError::into_inner);
+    pub(crate) fn live_addresses(&self) -> Vec<u64> {
+        let live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         live.keys().copied().collect()
     }
 

@@ -1926,3 +1926,60 @@ fn an_engine_launches_on_a_stream_the_host_owns() {
         }
     }
 }
+
+#[test]
+fn memset_zeros_clears_every_element_type_and_replays_in_a_graph() {
+    let seed = fresh_seed();
+    for e in engines() {
+        let stream = e.stream();
+        let mut f = e.htod(&random(1000, seed, 1, 1.0)).expect("f32");
+        stream
+            .memset_zeros(&mut f.slice_mut(100..900))
+            .expect("a view");
+        let got = e.dtoh(&f).expect("dtoh");
+        assert!(
+            got[100..900].iter().all(|x| x.to_bits() == 0),
+            "the view is zero"
+        );
+        assert!(
+            bits(&got[..100]) == bits(&random(1000, seed, 1, 1.0)[..100])
+                && bits(&got[900..]) == bits(&random(1000, seed, 1, 1.0)[900..]),
+            "outside the view"
+        );
+        let mut u = e.htod_u32(&[u32::MAX; 7]).expect("u32");
+        let mut i = e.htod_i32(&[-1; 9]).expect("i32");
+        let mut w = e.htod_u64(&[u64::MAX; 5]).expect("u64");
+        e.memset_zeros(&mut u).expect("u32");
+        stream.memset_zeros(&mut i).expect("i32");
+        e.memset_zeros(&mut w).expect("u64");
+        assert_eq!(e.dtoh_u32(&u).expect("dtoh"), vec![0; 7]);
+        assert_eq!(e.dtoh_i32(&i).expect("dtoh"), vec![0; 9]);
+        assert_eq!(e.dtoh_u64(&w).expect("dtoh"), vec![0; 5]);
+        // In a graph, as memra-engine's prime capture clears the recurrent state.
+        let mut state = e.htod(&poison(STATE)).expect("state");
+        let mut counter = e.htod_i32(&[7]).expect("counter");
+        let graph = e
+            .capture_graph(|e: &Engine| {
+                e.stream().memset_zeros(&mut state)?;
+                e.stream().memset_zeros(&mut counter)?;
+                Ok(())
+            })
+            .expect("capture");
+        e.htod_f32_into(&poison(STATE), &mut state).expect("poison");
+        e.htod_i32_into(&[7], &mut counter).expect("counter");
+        graph.launch().expect("replay");
+        assert!(e
+            .dtoh(&state)
+            .expect("dtoh")
+            .iter()
+            .all(|x| x.to_bits() == 0));
+        assert_eq!(e.dtoh_i32(&counter).expect("dtoh"), vec![0]);
+        let src = e.htod(&random(50, seed, 2, 1.0)).expect("src");
+        let mut dst = e.htod(&poison(60)).expect("dst");
+        e.dtod_copy_view(&src.slice(10..40), &mut dst)
+            .expect("dtod_copy_view");
+        let got = e.dtoh(&dst).expect("dtoh");
+        assert!(bits(&got[..30]) == bits(&random(50, seed, 2, 1.0)[10..40]));
+        assert!(got[30..].iter().all(|x| x.to_bits() == POISON));
+    }
+}
