@@ -20,12 +20,17 @@
  * (tu_tiled_head in testutil.h derives the permutation): the verify's outputs, moved to the
  * tiled positions, must equal the program's.
  *
+ * On CUDA each operation must also be ONE kernel launch: captured from the engine's stream by
+ * the host (through the CUDA driver, loaded at run time, so that the suite needs no CUDA to
+ * build), one verify, commit or rollback must be a graph of exactly one kernel node.
+ *
  * The default grid samples t 1..16, b_n 1..32 and d_conv 1..8 on the small shape (num_k = 2,
  * num_v = 4) and takes a few points of the production shape (num_k = 16, num_v = 32), so that
  * the CPU run stays short; MEMRA_TEST_FULL=1 adds the full cross product on the small shape.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -747,4 +752,213 @@ Test(gdn_verify, t1_snapshot_views_cpu)
 Test(gdn_verify, t1_snapshot_views_cuda)
 {
     gv_t1_snapshot_views(MEMRA_BACKEND_CUDA);
+}
+
+/* ---- One launch per operation (CUDA) ---- */
+
+/* The few CUDA driver entry points the check needs, with the driver's types reduced to what
+ * crosses here (CUresult is an int, streams, contexts, graphs and nodes are pointers). */
+typedef struct gv_driver {
+    void *lib;
+    int (*ctx_get_current)(void **ctx);
+    int (*stream_get_ctx)(void *stream, void **ctx);
+    int (*ctx_push)(void *ctx);
+    int (*ctx_pop)(void **ctx);
+    int (*begin_capture)(void *stream, int mode);
+    int (*end_capture)(void *stream, void **graph);
+    int (*graph_nodes)(void *graph, void **nodes, size_t *count);
+    int (*node_type)(void *node, int *type);
+    int (*graph_destroy)(void *graph);
+} gv_driver;
+
+/* CUstreamCaptureMode and CUgraphNodeType values of the driver API. */
+#define GV_CAPTURE_MODE_RELAXED 2
+#define GV_NODE_KERNEL 0
+
+static void *gv_sym(void *lib, const char *name)
+{
+    void *p = dlsym(lib, name);
+    cr_assert_not_null(p, "the CUDA driver has no %s", name);
+    return p;
+}
+
+static void gv_driver_load(gv_driver *d)
+{
+    d->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(d->lib, "a CUDA engine exists but libcuda.so.1 cannot be loaded: %s",
+                       dlerror());
+    *(void **)&d->ctx_get_current = gv_sym(d->lib, "cuCtxGetCurrent");
+    *(void **)&d->stream_get_ctx = gv_sym(d->lib, "cuStreamGetCtx");
+    *(void **)&d->ctx_push = gv_sym(d->lib, "cuCtxPushCurrent_v2");
+    *(void **)&d->ctx_pop = gv_sym(d->lib, "cuCtxPopCurrent_v2");
+    *(void **)&d->begin_capture = gv_sym(d->lib, "cuStreamBeginCapture_v2");
+    *(void **)&d->end_capture = gv_sym(d->lib, "cuStreamEndCapture");
+    *(void **)&d->graph_nodes = gv_sym(d->lib, "cuGraphGetNodes");
+    *(void **)&d->node_type = gv_sym(d->lib, "cuGraphNodeGetType");
+    *(void **)&d->graph_destroy = gv_sym(d->lib, "cuGraphDestroy");
+}
+
+typedef MemraStatus (*gv_op_fn)(MemraEngine *e, const MemraVerifyArgs *args);
+
+/* Captures one call of `op` from the engine's stream and requires a graph of exactly one
+ * kernel node. The call runs eagerly first, so that whatever the library sets up once is in
+ * place before the capture. */
+static void gv_expect_one_launch(MemraEngine *e, const gv_driver *d, gv_op_fn op,
+                                 const MemraVerifyArgs *args, const char *what)
+{
+    TU_OK(op(e, args));
+    TU_OK(memra_engine_synchronize(e));
+    void *stream = NULL, *ctx = NULL, *pushed = NULL;
+    TU_OK(memra_engine_stream(e, &stream));
+    cr_assert_not_null(stream, "%s: a CUDA engine without a stream", what);
+    cr_assert_eq(d->ctx_get_current(&ctx), 0, "%s: cuCtxGetCurrent failed", what);
+    if (ctx == NULL) {
+        cr_assert_eq(d->stream_get_ctx(stream, &pushed), 0, "%s: cuStreamGetCtx failed", what);
+        cr_assert_eq(d->ctx_push(pushed), 0, "%s: cuCtxPushCurrent failed", what);
+    }
+    cr_assert_eq(d->begin_capture(stream, GV_CAPTURE_MODE_RELAXED), 0,
+                 "%s: cuStreamBeginCapture on the engine's stream failed", what);
+    MemraStatus st = op(e, args);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", memra_last_error_message());
+    void *graph = NULL;
+    const int end = d->end_capture(stream, &graph);
+    cr_assert_eq(st, MEMRA_STATUS_OK, "%s under a capture of the engine's stream returned %s (%s)",
+                 what, memra_status_string(st), msg);
+    cr_assert(end == 0 && graph != NULL, "%s: cuStreamEndCapture failed (CUresult %d)", what, end);
+    size_t count = 0;
+    cr_assert_eq(d->graph_nodes(graph, NULL, &count), 0, "%s: cuGraphGetNodes failed", what);
+    void *nodes[16];
+    size_t listed = count < 16 ? count : 16;
+    char types[128] = "";
+    if (listed > 0) {
+        cr_assert_eq(d->graph_nodes(graph, nodes, &listed), 0, "%s: cuGraphGetNodes failed", what);
+        for (size_t i = 0; i < listed; i++) {
+            int type = -1;
+            cr_assert_eq(d->node_type(nodes[i], &type), 0, "%s: cuGraphNodeGetType failed", what);
+            size_t n = strlen(types);
+            snprintf(types + n, sizeof types - n, "%s%d", i ? ", " : "", type);
+        }
+    }
+    int first = -1;
+    if (count == 1)
+        (void)d->node_type(nodes[0], &first);
+    (void)d->graph_destroy(graph);
+    if (pushed != NULL)
+        (void)d->ctx_pop(&pushed);
+    cr_assert(count == 1 && first == GV_NODE_KERNEL,
+              "%s is %zu graph nodes (CUgraphNodeType %s), not one kernel launch", what, count,
+              types);
+    TU_OK(memra_engine_synchronize(e));
+}
+
+static MemraStatus gv_op_verify(MemraEngine *e, const MemraVerifyArgs *a)
+{
+    return memra_gdn_verify(e, a);
+}
+
+static MemraStatus gv_op_commit(MemraEngine *e, const MemraVerifyArgs *a)
+{
+    return memra_gdn_journal_commit(e, a);
+}
+
+static MemraStatus gv_op_rollback(MemraEngine *e, const MemraVerifyArgs *a)
+{
+    return memra_gdn_rollback(e, a);
+}
+
+Test(gdn_verify, one_launch_cuda)
+{
+    MemraEngine *e = tu_engine(MEMRA_BACKEND_CUDA);
+    gv_driver d;
+    gv_driver_load(&d);
+    const uint64_t seed = tu_fresh_seed();
+    const size_t t = 4, b = 3, S = MEMRA_D_STATE;
+    const tu_gdn_shape sh = tu_gdn_shape_make(2, 4, 4);
+    const size_t rows = b * t, cd = sh.conv_dim, nv = sh.num_v;
+    size_t jlen = 0;
+    TU_OK(memra_gdn_journal_len(S, sh.num_k, nv, t, &jlen));
+
+    float *w = gv_array(cd * sh.d_conv), *dt_bias = gv_array(nv), *a = gv_array(nv);
+    float *qkv = gv_array(rows * cd), *beta_raw = gv_array(rows * nv), *alpha = gv_array(rows * nv);
+    float *ring0 = gv_array(sh.ring_words), *state0 = gv_array(sh.state_words);
+    tu_gdn_weights(&sh, tu_mix_seed(seed, 0), w, dt_bias, a);
+    tu_gdn_rows(&sh, rows, tu_mix_seed(seed, 1), qkv, beta_raw, alpha);
+    tu_gdn_sequence(&sh, tu_mix_seed(seed, 2), ring0, state0);
+
+    uint64_t snap_table[3 * 3], journal_table[3 * 3];
+    for (size_t s = 0; s < b; s++) {
+        MemraSliceMutF32 ring = tu_upload(e, ring0, sh.ring_words);
+        MemraSliceMutF32 state = tu_upload(e, state0, sh.state_words);
+        MemraSliceMutF32 alt = tu_upload(e, state0, sh.state_words);
+        MemraSliceMutF32 journal = tu_zeros(e, jlen);
+        snap_table[3 * s + 0] = journal_table[3 * s + 0] = tu_addr(ring);
+        snap_table[3 * s + 1] = journal_table[3 * s + 1] = tu_addr(state);
+        snap_table[3 * s + 2] = tu_addr(alt);
+        journal_table[3 * s + 2] = tu_addr(journal);
+    }
+    MemraSliceMutU64 st_table = tu_upload_u64(e, snap_table, 3 * b);
+    MemraSliceMutU64 jr_table = tu_upload_u64(e, journal_table, 3 * b);
+    MemraSliceMutF32 dw = tu_upload(e, w, cd * sh.d_conv), ddt = tu_upload(e, dt_bias, nv),
+                     da = tu_upload(e, a, nv), dqkv = tu_upload(e, qkv, rows * cd),
+                     dbr = tu_upload(e, beta_raw, rows * nv), dal = tu_upload(e, alpha, rows * nv);
+    MemraSliceMutF32 o = tu_poisoned(e, rows * sh.value_dim);
+    MemraSliceMutF32 conv_outs = tu_poisoned(e, rows * cd);
+    MemraSliceMutF32 snap_conv = tu_poisoned(e, b * (t - 1) * sh.ring_words);
+    MemraSliceMutF32 snap_ssm = tu_poisoned(e, b * (t - 1) * sh.state_words);
+    MemraSliceMutU32 zeros, ones;
+    TU_OK(memra_alloc_u32(e, b, MEMRA_ALLOC_INIT_ZEROED, &zeros));
+    TU_OK(memra_alloc_u32(e, b, MEMRA_ALLOC_INIT_ZEROED, &ones));
+    const uint32_t one[3] = {1, 2, (uint32_t)t};
+    tu_write_u32(e, one, b, ones);
+
+    MemraVerifyArgs v;
+    TU_OK(memra_verify_args_init(&v));
+    v.num_k = sh.num_k;
+    v.num_v = nv;
+    v.d_conv = sh.d_conv;
+    v.t = t;
+    v.b_n = b;
+    v.eps = TU_GDN_EPS;
+    v.scale = TU_GDN_SCALE;
+    v.qkv = tu_view(dqkv);
+    v.table = tu_view_u64(st_table);
+    v.w = tu_view(dw);
+    v.beta_raw = tu_view(dbr);
+    v.alpha = tu_view(dal);
+    v.dt_bias = tu_view(ddt);
+    v.a = tu_view(da);
+    v.o = o;
+    v.conv_outs = conv_outs;
+    v.snap_conv = snap_conv;
+    v.snap_ssm = snap_ssm;
+    gv_expect_one_launch(e, &d, gv_op_verify, &v, "a SNAPSHOTS verify");
+    v.head_order = MEMRA_HEAD_ORDER_GROUPED;
+    gv_expect_one_launch(e, &d, gv_op_verify, &v, "a grouped SNAPSHOTS verify");
+    v.head_order = MEMRA_HEAD_ORDER_TILED;
+
+    MemraVerifyArgs r = v;
+    r.accepted = tu_view_u32(ones);
+    gv_expect_one_launch(e, &d, gv_op_rollback, &r, "a rollback");
+
+    v.mode = MEMRA_VERIFY_MODE_FINAL_ONLY;
+    v.snap_conv = v.snap_ssm = (MemraSliceMutF32){NULL, 0};
+    gv_expect_one_launch(e, &d, gv_op_verify, &v, "a FINAL_ONLY verify");
+
+    v.mode = MEMRA_VERIFY_MODE_JOURNAL;
+    v.table = tu_view_u64(jr_table);
+    v.accepted = tu_view_u32(zeros);
+    gv_expect_one_launch(e, &d, gv_op_verify, &v, "a JOURNAL verify");
+    gv_expect_one_launch(e, &d, gv_op_commit, &v, "a journal commit");
+
+    dlclose(d.lib);
+    free(w);
+    free(dt_bias);
+    free(a);
+    free(qkv);
+    free(beta_raw);
+    free(alpha);
+    free(ring0);
+    free(state0);
+    TU_OK(memra_engine_destroy(e));
 }
