@@ -340,7 +340,7 @@ typedef struct jr_seq {
     jr_rows held;
 } jr_seq;
 
-typedef struct jr_session {
+typedef struct jr_history {
     const jr_case *c;
     char desc[256];
     MemraEngine *e;
@@ -360,9 +360,9 @@ typedef struct jr_session {
     MemraGraph *vgraph, *cgraph;
     uint64_t rng;
     int sync_turn;
-} jr_session;
+} jr_history;
 
-static void jr_session_desc(jr_session *s, const char *fmt, size_t step)
+static void jr_history_desc(jr_history *s, const char *fmt, size_t step)
 {
     const jr_case *c = s->c;
     snprintf(s->desc, sizeof s->desc,
@@ -374,7 +374,7 @@ static void jr_session_desc(jr_session *s, const char *fmt, size_t step)
              c->seed);
 }
 
-static void jr_fill_args(jr_session *s, size_t t)
+static void jr_fill_args(jr_history *s, size_t t)
 {
     const tu_gdn_shape *sh = &s->sh;
     const size_t b = s->c->b;
@@ -425,16 +425,16 @@ static void jr_fill_args(jr_session *s, size_t t)
 
 static MemraStatus jr_verify_step(MemraEngine *e, void *user)
 {
-    return memra_gdn_verify(e, &((jr_session *)user)->vargs);
+    return memra_gdn_verify(e, &((jr_history *)user)->vargs);
 }
 
 static MemraStatus jr_commit_step(MemraEngine *e, void *user)
 {
-    return memra_gdn_journal_commit(e, &((jr_session *)user)->cargs);
+    return memra_gdn_journal_commit(e, &((jr_history *)user)->cargs);
 }
 
 /* Points table row b at the buffers of sequence slot_seq[b]. */
-static void jr_bind(jr_session *s)
+static void jr_bind(jr_history *s)
 {
     uint64_t host[3 * JR_B_MAX];
     for (size_t b = 0; b < s->c->b; b++) {
@@ -446,13 +446,13 @@ static void jr_bind(jr_session *s)
     tu_write_u64(s->e, host, 3 * s->c->b, s->table);
 }
 
-static size_t jr_out_capacity(const jr_session *s, int i)
+static size_t jr_out_capacity(const jr_history *s, int i)
 {
     jr_layout l = jr_out_layout(&s->sh, i, s->c->b * s->c->t_max);
     return l.rows * l.row_words;
 }
 
-static bool jr_out_given(const jr_session *s, int i)
+static bool jr_out_given(const jr_history *s, int i)
 {
     return i == JR_O || ((s->c->outs >> i) & 1u);
 }
@@ -462,14 +462,14 @@ typedef struct jr_saved {
     float *ring, *state, *journal;
 } jr_saved;
 
-static void jr_save(jr_session *s, const jr_seq *q, jr_saved *out)
+static void jr_save(jr_history *s, const jr_seq *q, jr_saved *out)
 {
     out->ring = tu_download(s->e, q->ring);
     out->state = tu_download(s->e, q->state);
     out->journal = tu_download(s->e, q->journal);
 }
 
-static void jr_expect_saved(jr_session *s, const jr_seq *q, jr_saved *was, size_t slot)
+static void jr_expect_saved(jr_history *s, const jr_seq *q, jr_saved *was, size_t slot)
 {
     float *ring = tu_download(s->e, q->ring);
     float *state = tu_download(s->e, q->state);
@@ -490,7 +490,7 @@ static void jr_expect_saved(jr_session *s, const jr_seq *q, jr_saved *was, size_
 
 /* The ring and state of a sequence must be the per-row program's after the rows accepted so
  * far (in the library's head order on the engine, moved to the program's order here). */
-static void jr_expect_folded(jr_session *s, const jr_seq *q, size_t slot, const char *when)
+static void jr_expect_folded(jr_history *s, const jr_seq *q, size_t slot, const char *when)
 {
     const tu_gdn_shape *sh = &s->sh;
     float *ring = jr_array(sh->ring_words), *state = jr_array(sh->state_words);
@@ -516,7 +516,7 @@ static void jr_expect_folded(jr_session *s, const jr_seq *q, size_t slot, const 
 
 /* Folds the first n held rows into the per-row program's ring and state of a sequence and
  * empties its held rows. */
-static void jr_ref_fold(jr_session *s, jr_seq *q, size_t n)
+static void jr_ref_fold(jr_history *s, jr_seq *q, size_t n)
 {
     cr_assert(n <= q->held.n);
     if (n > 0) {
@@ -530,7 +530,7 @@ static void jr_ref_fold(jr_session *s, jr_seq *q, size_t n)
 
 /* A count for a sequence holding `held` rows: 0 and all of them often, anything between
  * otherwise. */
-static uint32_t jr_draw_count(jr_session *s, size_t held)
+static uint32_t jr_draw_count(jr_history *s, size_t held)
 {
     if (held == 0)
         return 0;
@@ -544,7 +544,7 @@ static uint32_t jr_draw_count(jr_session *s, size_t held)
 }
 
 /* A count no journal holding `held` rows can satisfy. */
-static uint32_t jr_draw_bad(jr_session *s, size_t held)
+static uint32_t jr_draw_bad(jr_history *s, size_t held)
 {
     switch (jr_below(&s->rng, 3)) {
     case 0:
@@ -557,7 +557,7 @@ static uint32_t jr_draw_bad(jr_session *s, size_t held)
 
 /* Checks what must keep its poison in the output arena after a verify of t rows: the gaps,
  * the outputs not given, the part of each view beyond b_n * t rows. */
-static void jr_expect_arena_poison(const jr_session *s, const float *arena, size_t t)
+static void jr_expect_arena_poison(const jr_history *s, const float *arena, size_t t)
 {
     size_t at = 0;
     for (int i = 0; i < JR_N_OUT; i++) {
@@ -573,11 +573,11 @@ static void jr_expect_arena_poison(const jr_session *s, const float *arena, size
     tu_expect_poison(arena + at, s->arena.len - at, "%s: the gap after the last view", s->desc);
 }
 
-static void jr_session_setup(jr_session *s, const jr_case *c, MemraBackend backend)
+static void jr_history_setup(jr_history *s, const jr_case *c, MemraBackend backend)
 {
     memset(s, 0, sizeof *s);
     s->c = c;
-    jr_session_desc(s, " (setup)", 0);
+    jr_history_desc(s, " (setup)", 0);
     s->e = tu_engine(backend);
     s->sh = tu_gdn_shape_make(c->num_k, c->num_v, c->d_conv);
     const tu_gdn_shape *sh = &s->sh;
@@ -650,7 +650,7 @@ static void jr_session_setup(jr_session *s, const jr_case *c, MemraBackend backe
     }
 }
 
-static void jr_session_teardown(jr_session *s)
+static void jr_history_teardown(jr_history *s)
 {
     if (s->vgraph)
         TU_OK(memra_graph_destroy(s->e, s->vgraph));
@@ -665,7 +665,7 @@ static void jr_session_teardown(jr_session *s)
 }
 
 /* After an operation with `n_bad` bad counts: the report, or no report at all. */
-static void jr_after_call(jr_session *s, const char *fn, const size_t *bad_slots,
+static void jr_after_call(jr_history *s, const char *fn, const size_t *bad_slots,
                           const uint32_t *bad_values, size_t n_bad)
 {
     if (n_bad == 0) {
@@ -680,14 +680,14 @@ static void jr_after_call(jr_session *s, const char *fn, const size_t *bad_slots
 
 /* One journal verify of t rows: draws the binding, the rows and the counts, runs it, and checks
  * it against the per-row program. `bad_mode`: 0 none, 1 one bad count, 2 two. */
-static void jr_verify_once(jr_session *s, size_t step, size_t t, int bad_mode, bool first_empty)
+static void jr_verify_once(jr_history *s, size_t step, size_t t, int bad_mode, bool first_empty)
 {
     const jr_case *c = s->c;
     const tu_gdn_shape *sh = &s->sh;
     const size_t b_n = c->b, cd = sh->conv_dim, nv = sh->num_v;
     char when[64];
     snprintf(when, sizeof when, " (verify of t=%zu)", t);
-    jr_session_desc(s, when, step);
+    jr_history_desc(s, when, step);
 
     /* A new binding of sequences to table rows. */
     for (size_t b = b_n; b > 1; b--) {
@@ -785,10 +785,10 @@ static void jr_verify_once(jr_session *s, size_t step, size_t t, int bad_mode, b
 }
 
 /* A commit with counts drawn per sequence (one of them bad when `bad_one`). */
-static void jr_commit_once(jr_session *s, size_t step, bool bad_one)
+static void jr_commit_once(jr_history *s, size_t step, bool bad_one)
 {
     const size_t b_n = s->c->b;
-    jr_session_desc(s, " (commit)", step);
+    jr_history_desc(s, " (commit)", step);
     uint32_t counts[JR_B_MAX];
     bool bad[JR_B_MAX] = {false};
     size_t bad_slots[1];
@@ -821,12 +821,12 @@ static void jr_commit_once(jr_session *s, size_t step, bool bad_one)
     }
 }
 
-static void jr_session_run(jr_case c, MemraBackend backend)
+static void jr_history_run(jr_case c, MemraBackend backend)
 {
     c.seed = tu_fresh_seed();
     cr_assert(c.b >= 1 && c.b <= JR_B_MAX && c.t_max >= 1 && c.steps >= 1);
-    jr_session s;
-    jr_session_setup(&s, &c, backend);
+    jr_history s;
+    jr_history_setup(&s, &c, backend);
     for (size_t step = 0; step < c.steps; step++) {
         size_t t = c.t_max;
         if (!c.graph && step > 0)
@@ -849,13 +849,13 @@ static void jr_session_run(jr_case c, MemraBackend backend)
     if (c.bad)
         jr_commit_once(&s, c.steps, true);
     jr_commit_once(&s, c.steps, false);
-    jr_session_teardown(&s);
+    jr_history_teardown(&s);
 }
 
 #define TILED MEMRA_HEAD_ORDER_TILED
 #define GROUPED MEMRA_HEAD_ORDER_GROUPED
 
-static jr_case jr_sessions[] = {
+static jr_case jr_histories[] = {
     /* num_k, num_v, d_conv, t_max, b, steps, order, outs, graph, bad */
     {2, 4, 4, 1, 3, 4, TILED, JR_ALL_OUTS, false, false, 0},
     {2, 4, 4, 2, 1, 6, TILED, JR_ALL_OUTS, false, false, 0},
@@ -879,24 +879,24 @@ static jr_case jr_sessions[] = {
     {16, 32, 4, 2, 2, 5, TILED, 0u, false, true, 0},
 };
 
-ParameterizedTestParameters(journal, sessions_cpu)
+ParameterizedTestParameters(journal, histories_cpu)
 {
-    return cr_make_param_array(jr_case, jr_sessions, sizeof jr_sessions / sizeof jr_sessions[0]);
+    return cr_make_param_array(jr_case, jr_histories, sizeof jr_histories / sizeof jr_histories[0]);
 }
 
-ParameterizedTest(jr_case *c, journal, sessions_cpu)
+ParameterizedTest(jr_case *c, journal, histories_cpu)
 {
-    jr_session_run(*c, MEMRA_BACKEND_CPU);
+    jr_history_run(*c, MEMRA_BACKEND_CPU);
 }
 
-ParameterizedTestParameters(journal, sessions_cuda)
+ParameterizedTestParameters(journal, histories_cuda)
 {
-    return cr_make_param_array(jr_case, jr_sessions, sizeof jr_sessions / sizeof jr_sessions[0]);
+    return cr_make_param_array(jr_case, jr_histories, sizeof jr_histories / sizeof jr_histories[0]);
 }
 
-ParameterizedTest(jr_case *c, journal, sessions_cuda)
+ParameterizedTest(jr_case *c, journal, histories_cuda)
 {
-    jr_session_run(*c, MEMRA_BACKEND_CUDA);
+    jr_history_run(*c, MEMRA_BACKEND_CUDA);
 }
 
 /* A journal replaces the t - 1 state snapshots of a verify; it must take at most a quarter of
