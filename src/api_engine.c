@@ -23,12 +23,14 @@ MEMRA__EXPORT MemraStatus memra_engine_destroy(MemraEngine *engine)
 {
     if (engine == NULL)
         return MEMRA_STATUS_OK;
+    MEMRA__ENTER(engine);
     MEMRA__TRY(memra__check_engine_handle(__func__, engine));
     return memra__engine_destroy(__func__, engine);
 }
 
 MEMRA__EXPORT MemraStatus memra_engine_backend(const MemraEngine *engine, MemraBackend *out_backend)
 {
+    MEMRA__ENTER(engine);
     MEMRA__TRY(memra__check_engine_handle(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out_backend", out_backend));
     *out_backend = engine->backend->kind;
@@ -37,6 +39,7 @@ MEMRA__EXPORT MemraStatus memra_engine_backend(const MemraEngine *engine, MemraB
 
 MEMRA__EXPORT MemraStatus memra_engine_stream(const MemraEngine *engine, void **out_stream)
 {
+    MEMRA__ENTER(engine);
     MEMRA__TRY(memra__check_engine_handle(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out_stream", out_stream));
     *out_stream = engine->stream;
@@ -45,6 +48,7 @@ MEMRA__EXPORT MemraStatus memra_engine_stream(const MemraEngine *engine, void **
 
 MEMRA__EXPORT MemraStatus memra_engine_synchronize(MemraEngine *engine)
 {
+    MEMRA__ENTER(engine);
     MEMRA__TRY(memra__check_engine(__func__, engine));
     if (engine->capture != NULL)
         return memra__capture_forbid(engine, __func__, "synchronising the engine");

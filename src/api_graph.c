@@ -8,6 +8,7 @@
 MEMRA__EXPORT MemraStatus memra_graph_capture(MemraEngine *engine, MemraStepFn step, void *user,
                                               MemraGraph **out_graph)
 {
+    MEMRA__ENTER(engine);
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__FAIL_IF(step == NULL, MEMRA_STATUS_INVALID_ARGUMENT, __func__,
                    "parameter 'step': expected a step function, got NULL");
@@ -17,16 +18,20 @@ MEMRA__EXPORT MemraStatus memra_graph_capture(MemraEngine *engine, MemraStepFn s
 
 MEMRA__EXPORT MemraStatus memra_graph_launch(MemraEngine *engine, const MemraGraph *graph)
 {
+    MEMRA__ENTER(engine);
+    MemraGraph *g = NULL;
     MEMRA__TRY(memra__check_engine(__func__, engine));
-    MEMRA__TRY(memra__check_graph(__func__, engine, graph));
-    return memra__graph_launch(__func__, engine, graph);
+    MEMRA__TRY(memra__check_graph(__func__, engine, graph, &g));
+    return memra__graph_launch(__func__, engine, g);
 }
 
 MEMRA__EXPORT MemraStatus memra_graph_destroy(MemraEngine *engine, MemraGraph *graph)
 {
+    MEMRA__ENTER(engine);
+    MemraGraph *g = NULL;
     MEMRA__TRY(memra__check_engine_handle(__func__, engine));
     if (graph == NULL)
         return MEMRA_STATUS_OK;
-    MEMRA__TRY(memra__check_graph(__func__, engine, graph));
-    return memra__graph_destroy(__func__, engine, graph);
+    MEMRA__TRY(memra__check_graph(__func__, engine, graph, &g));
+    return memra__graph_destroy(__func__, engine, g);
 }

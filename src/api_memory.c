@@ -62,6 +62,7 @@ static MemraStatus copy(const char *fn, MemraEngine *e, bool to_device, void *ds
 MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, MemraAllocInit init,
                                           MemraSliceMutF32 *out)
 {
+    MEMRA__ENTER(engine);
     void *p = NULL;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out", out));
@@ -73,6 +74,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, Memra
 MEMRA__EXPORT MemraStatus memra_alloc_u64(MemraEngine *engine, size_t len, MemraAllocInit init,
                                           MemraSliceMutU64 *out)
 {
+    MEMRA__ENTER(engine);
     void *p = NULL;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out", out));
@@ -83,6 +85,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_u64(MemraEngine *engine, size_t len, Memra
 
 MEMRA__EXPORT MemraStatus memra_free(MemraEngine *engine, void *ptr)
 {
+    MEMRA__ENTER(engine);
     /* Freeing must work on a faulted engine: the host is tearing down. */
     MEMRA__TRY(memra__check_engine_handle(__func__, engine));
     return memra__mem_free(engine, __func__, ptr);
@@ -91,6 +94,7 @@ MEMRA__EXPORT MemraStatus memra_free(MemraEngine *engine, void *ptr)
 MEMRA__EXPORT MemraStatus memra_htod_f32(MemraEngine *engine, MemraSliceF32 src,
                                          MemraSliceMutF32 *out)
 {
+    MEMRA__ENTER(engine);
     void *p = NULL;
     MEMRA__TRY(memra__check_out(__func__, "out", out));
     MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(float), &p));
@@ -101,6 +105,7 @@ MEMRA__EXPORT MemraStatus memra_htod_f32(MemraEngine *engine, MemraSliceF32 src,
 MEMRA__EXPORT MemraStatus memra_htod_u64(MemraEngine *engine, MemraSliceU64 src,
                                          MemraSliceMutU64 *out)
 {
+    MEMRA__ENTER(engine);
     void *p = NULL;
     MEMRA__TRY(memra__check_out(__func__, "out", out));
     MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(uint64_t), &p));
@@ -111,24 +116,28 @@ MEMRA__EXPORT MemraStatus memra_htod_u64(MemraEngine *engine, MemraSliceU64 src,
 MEMRA__EXPORT MemraStatus memra_htod_f32_into(MemraEngine *engine, MemraSliceF32 src,
                                               MemraSliceMutF32 dst)
 {
+    MEMRA__ENTER(engine);
     return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(float));
 }
 
 MEMRA__EXPORT MemraStatus memra_htod_u64_into(MemraEngine *engine, MemraSliceU64 src,
                                               MemraSliceMutU64 dst)
 {
+    MEMRA__ENTER(engine);
     return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
 }
 
 MEMRA__EXPORT MemraStatus memra_dtoh_f32(MemraEngine *engine, MemraSliceF32 src,
                                          MemraSliceMutF32 dst)
 {
+    MEMRA__ENTER(engine);
     return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(float));
 }
 
 MEMRA__EXPORT MemraStatus memra_dtoh_u64(MemraEngine *engine, MemraSliceU64 src,
                                          MemraSliceMutU64 dst)
 {
+    MEMRA__ENTER(engine);
     return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
 }
 
@@ -136,6 +145,7 @@ MEMRA__EXPORT MemraStatus memra_dtoh_u64(MemraEngine *engine, MemraSliceU64 src,
 MEMRA__EXPORT MemraStatus memra_alloc_u32(MemraEngine *engine, size_t len, MemraAllocInit init,
                                           MemraSliceMutU32 *out)
 {
+    MEMRA__ENTER(engine);
     void *p = NULL;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out", out));
@@ -147,11 +157,13 @@ MEMRA__EXPORT MemraStatus memra_alloc_u32(MemraEngine *engine, size_t len, Memra
 MEMRA__EXPORT MemraStatus memra_htod_u32_into(MemraEngine *engine, MemraSliceU32 src,
                                               MemraSliceMutU32 dst)
 {
+    MEMRA__ENTER(engine);
     return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint32_t));
 }
 
 MEMRA__EXPORT MemraStatus memra_dtoh_u32(MemraEngine *engine, MemraSliceU32 src,
                                          MemraSliceMutU32 dst)
 {
+    MEMRA__ENTER(engine);
     return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint32_t));
 }

@@ -14,6 +14,7 @@ MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode_b_view(
     MemraEngine *engine, MemraSliceF32 qkv, MemraSliceU64 conv_ptrs, MemraSliceF32 w,
     MemraSliceMutF32 conv_out, size_t conv_dim, size_t d_conv, size_t b_n)
 {
+    MEMRA__ENTER(engine);
     memra__conv_args args;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_conv(__func__, false, qkv, conv_ptrs, w, conv_out, no_snapshots,
@@ -26,6 +27,7 @@ MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode_tloop(
     MemraSliceMutF32 conv_outs, MemraSliceMutF32 snap_conv, size_t conv_dim, size_t d_conv,
     size_t t, size_t b_n)
 {
+    MEMRA__ENTER(engine);
     memra__conv_args args;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_conv(__func__, true, qkv, table, w, conv_outs, snap_conv, conv_dim,
@@ -55,6 +57,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_prep_decode_b(
     MemraSliceMutF32 v_g, MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,
     size_t num_v, size_t num_k, size_t key_dim, float eps, size_t conv_dim, size_t b_n)
 {
+    MEMRA__ENTER(engine);
     return prep(__func__, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g, beta,
                 g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);
 }
@@ -65,6 +68,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_prep_decode_b_view(
     MemraSliceMutF32 v_g, MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,
     size_t num_v, size_t num_k, size_t key_dim, float eps, size_t conv_dim, size_t b_n)
 {
+    MEMRA__ENTER(engine);
     return prep(__func__, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g, beta,
                 g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);
 }
@@ -74,6 +78,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_batched_view(
     MemraSliceF32 beta, MemraSliceU64 in_ptrs, MemraSliceU64 out_ptrs, MemraSliceMutF32 o,
     size_t num_v, size_t b_n, float scale)
 {
+    MEMRA__ENTER(engine);
     memra__scan_args args;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_scan(__func__, false, q, k, v, g_log, beta, in_ptrs, out_ptrs, o,
@@ -88,6 +93,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_tsnap(MemraEngine *engine, MemraSl
                                                     size_t num_v, size_t t, size_t b_n, float scale,
                                                     MemraSliceMutF32 snap_ssm)
 {
+    MEMRA__ENTER(engine);
     memra__scan_args args;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_scan(__func__, true, q, k, v, g_log, beta, table, no_table, o_all,

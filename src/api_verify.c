@@ -27,6 +27,7 @@ MEMRA__EXPORT MemraStatus memra_verify_args_init(MemraVerifyArgs *args)
 
 MEMRA__EXPORT MemraStatus memra_gdn_verify(MemraEngine *engine, const MemraVerifyArgs *args)
 {
+    MEMRA__ENTER(engine);
     memra__verify_args a;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_verify(__func__, false, args, &a));
@@ -41,6 +42,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_journal_len(size_t d_state, size_t num_k, si
 
 MEMRA__EXPORT MemraStatus memra_gdn_journal_commit(MemraEngine *engine, const MemraVerifyArgs *args)
 {
+    MEMRA__ENTER(engine);
     memra__verify_args a;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_verify(__func__, true, args, &a));
@@ -49,6 +51,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_journal_commit(MemraEngine *engine, const Me
 
 MEMRA__EXPORT MemraStatus memra_gdn_rollback(MemraEngine *engine, const MemraVerifyArgs *args)
 {
+    MEMRA__ENTER(engine);
     memra__rollback_args a;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_rollback(__func__, args, &a));

@@ -116,8 +116,13 @@ MemraStatus memra__engine_create(const char *fn, const MemraEngineOptions *optio
         free(e);
         return memra__fail(st, fn, "%s", memra_last_error_message());
     }
-    e->magic = MEMRA__ENGINE_MAGIC;
-    *out = e;
+    st = memra__handle_new(fn, MEMRA__HANDLE_ENGINE, e, NULL, &e->handle, &e->slot);
+    if (st != MEMRA_STATUS_OK) {
+        e->backend->engine_fini(e);
+        free(e);
+        return st;
+    }
+    *out = (MemraEngine *)e->handle;
     return MEMRA_STATUS_OK;
 }
 
@@ -130,13 +135,15 @@ MemraStatus memra__engine_destroy(const char *fn, MemraEngine *e)
                    "parameter 'engine': %zu graph(s) made from it are still alive; expected "
                    "memra_graph_destroy on each first",
                    e->live_graphs);
+    /* From here on the handle is dead for every other thread; this call still holds the slot,
+     * so none of them can be inside the engine while it is torn down. */
+    memra__engine_retire(e);
     /* Teardown never fails: the engine may carry a sticky fault, and the host must be able to
      * release it regardless. */
     if (e->fault == MEMRA_STATUS_OK)
         (void)e->backend->synchronize(e);
     memra__mem_release_owned(e, NULL, true);
     e->backend->engine_fini(e);
-    e->magic = 0;
     free(e->allocs);
     free(e);
     return MEMRA_STATUS_OK;
@@ -162,11 +169,8 @@ MemraStatus memra__engine_check_fault(const MemraEngine *e, const char *fn)
 
 MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *what)
 {
-    memra__capture *c = e->capture;
-    if (c->failure == MEMRA_STATUS_OK) {
-        c->failure = MEMRA_STATUS_CAPTURE_ERROR;
-        snprintf(c->failure_msg, sizeof c->failure_msg, "the step called %s (%s)", fn, what);
-    }
+    /* The failure itself marks the capture (memra__note_failure): the call comes from the
+     * step, on the capturing engine. */
     return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, fn, "not allowed inside memra_graph_capture: %s",
                        what);
 }

@@ -12,12 +12,7 @@
 
 #include "backend.h"
 #include "memra.h"
-
-/* Handles carry a magic word so that a NULL, foreign or already destroyed handle is refused with
- * INVALID_ARGUMENT instead of being dereferenced further (best effort: freed memory can be
- * reused, but destroy clears the word first). */
-#define MEMRA__ENGINE_MAGIC UINT64_C(0x454e474e41524d45) /* "EMRANGNE" */
-#define MEMRA__GRAPH_MAGIC UINT64_C(0x4850524741524d45)  /* "EMRAGRPH" */
+#include "status.h"
 
 #define MEMRA__MESSAGE_MAX 512
 
@@ -36,13 +31,21 @@ typedef struct memra__capture {
     MemraGraph *graph;
     /* Set during the third, captured call of the step: operations are recorded, not run. */
     bool recording;
-    /* The first forbidden call or failure seen during the capture (OK when none). */
+    /* Which call of the step is running (0-based), for messages. */
+    int call;
+    /* The first refused call, forbidden call or failure seen during the capture (OK when
+     * none). */
     MemraStatus failure;
     char failure_msg[MEMRA__MESSAGE_MAX];
 } memra__capture;
 
+/* The registry slot behind a handle (src/handles.c). */
+struct memra__slot;
+
 struct MemraEngine {
-    uint64_t magic;
+    /* The identifier the host holds, and its slot in the registry. */
+    uintptr_t handle;
+    struct memra__slot *slot;
     const memra__backend *backend;
     int32_t device_ordinal;
     /* cudaStream_t on CUDA, NULL on the CPU. */
@@ -61,10 +64,77 @@ struct MemraEngine {
 };
 
 struct MemraGraph {
-    uint64_t magic;
+    uintptr_t handle;
+    struct memra__slot *slot;
     MemraEngine *engine;
     void *exec;
 };
+
+/* ---- Handles and calls (src/handles.c) ----
+ *
+ * The host never sees an engine's or a graph's address: it holds an identifier that the
+ * registry maps back to the object while it lives, and refuses for ever once it is destroyed.
+ * Lookups never touch the object's memory, so a dead, foreign or forged handle is refused
+ * without reading anything that may have been freed. */
+
+typedef enum { MEMRA__HANDLE_ENGINE = 1, MEMRA__HANDLE_GRAPH = 2 } memra__handle_kind;
+
+/* One exported call that names an engine, on the calling thread's stack. */
+typedef struct memra__call {
+    const char *fn;
+    /* The engine the call holds; NULL before the call got it and once it was destroyed. */
+    MemraEngine *engine;
+    struct memra__slot *slot;
+    /* The thread's enclosing call (a graph step's calls sit inside memra_graph_capture). */
+    struct memra__call *outer;
+    /* This call took the engine's owner word (and gives it back when it leaves). */
+    bool owns;
+    /* The thread already held the engine: a call made by a graph step on its own engine. */
+    bool nested;
+    /* memra_engine_destroy retired the handle: its slot is free once the call leaves. */
+    bool retired;
+} memra__call;
+
+/* MEMRA__ENTER(engine): the first statement of every exported function that takes an engine
+ * (before anything else reads the parameter). It refuses a NULL, destroyed, foreign or forged
+ * handle, and one that another thread is inside a call on, with INVALID_ARGUMENT naming
+ * parameter 'engine'; otherwise it holds the engine until the function returns (by any
+ * `return`: the cleanup attribute gives it back) and replaces the handle in the parameter by
+ * the engine it names. The same thread may enter an engine it already holds: that is a graph
+ * step calling back. Inside a step, a call on the capturing engine that fails makes the capture
+ * fail (see memra__note_failure). */
+#define MEMRA__ENTER(engine)                                                                       \
+    memra__call memra__call_ __attribute__((cleanup(memra__leave))) = {0};                         \
+    MEMRA__TRY(memra__enter(&memra__call_, __func__, (engine)));                                   \
+    (engine) = memra__call_.engine
+
+MemraStatus memra__enter(memra__call *call, const char *fn, const MemraEngine *handle);
+void memra__leave(memra__call *call);
+/* The calling thread's innermost call, or NULL. */
+const memra__call *memra__current_call(void);
+
+/* Registers a new engine (parent NULL) or graph (parent: its engine) and returns its handle
+ * and slot. OUT_OF_MEMORY when the registry cannot grow. */
+MemraStatus memra__handle_new(const char *fn, memra__handle_kind kind, void *object,
+                              const MemraEngine *parent, uintptr_t *out_handle,
+                              struct memra__slot **out_slot);
+/* Retires a graph's handle and frees its slot. */
+void memra__handle_free(struct memra__slot *slot);
+/* Retires the handle of the engine that the calling thread's call is destroying; the slot is
+ * freed when that call leaves. */
+void memra__engine_retire(MemraEngine *e);
+/* How many calls from other threads were refused because `e` was in use. */
+uint32_t memra__engine_refusals(const MemraEngine *e);
+/* Maps a graph handle to the graph, refusing a NULL, dead or forged one and a graph of another
+ * engine than `e` (which the caller holds). */
+MemraStatus memra__resolve_graph(const char *fn, const MemraEngine *e, const MemraGraph *handle,
+                                 MemraGraph **out);
+
+/* Called by memra__fail for every failure: inside a graph step, a call on the capturing engine
+ * that fails marks the capture as failed. */
+void memra__note_failure(MemraStatus status);
+/* Marks the capture as failed with the thread's last message (first failure wins; graph.c). */
+void memra__capture_note(memra__capture *c, MemraStatus status);
 
 /* Records a sticky device fault on the engine (first one wins) and returns `status` with the
  * message also set as the thread's last error. */
@@ -74,15 +144,16 @@ MemraStatus memra__engine_fault(MemraEngine *e, MemraStatus status, const char *
 /* Returns the engine's sticky fault (with its message re-recorded for this thread) or OK. */
 MemraStatus memra__engine_check_fault(const MemraEngine *e, const char *fn);
 
-/* Marks the capture in progress as failed (first failure wins) and returns CAPTURE_ERROR with
- * "fn: what" as the thread's message. Used by calls that must not run inside a capture. */
+/* Returns CAPTURE_ERROR with "fn: not allowed inside memra_graph_capture: what" as the thread's
+ * message; like every failure inside a step, it fails the capture. Used by calls that must not
+ * run inside a capture. */
 MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *what);
 
 /* Engine lifetime (engine.c). `fn` is the exported function, for messages. */
 void memra__options_default(MemraEngineOptions *options);
 MemraStatus memra__engine_create(const char *fn, const MemraEngineOptions *options,
                                  MemraEngine **out);
-/* `e` is a live handle; refuses while graphs are alive or a capture runs. */
+/* `e` is held by the calling thread's call; refuses while graphs are alive or a capture runs. */
 MemraStatus memra__engine_destroy(const char *fn, MemraEngine *e);
 
 /* Graphs (graph.c); handles are validated by the caller. */

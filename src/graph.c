@@ -14,13 +14,36 @@
  * while its operations are recorded. */
 #define MEMRA__WARMUPS 2
 
-static void note_step_failure(memra__capture *c, MemraStatus st, int call)
+void memra__capture_note(memra__capture *c, MemraStatus status)
+{
+    if (c->failure != MEMRA_STATUS_OK)
+        return;
+    c->failure = status;
+    snprintf(c->failure_msg, sizeof c->failure_msg,
+             "call %d of the step made a call that failed (%s)", c->call + 1,
+             memra_last_error_message());
+}
+
+static void note_step_failure(memra__capture *c, MemraStatus st)
 {
     if (c->failure != MEMRA_STATUS_OK)
         return;
     c->failure = st;
     snprintf(c->failure_msg, sizeof c->failure_msg, "call %d of the step returned %s (%s)",
-             call + 1, memra_status_string(st), memra_last_error_message());
+             c->call + 1, memra_status_string(st), memra_last_error_message());
+}
+
+/* A call on the engine from another thread was refused while the step ran: it may have been
+ * the step's (a step that hands work to other threads), so the graph may lack it. */
+static void note_refusals(memra__capture *c, const MemraEngine *e, uint32_t before)
+{
+    if (c->failure != MEMRA_STATUS_OK || memra__engine_refusals(e) == before)
+        return;
+    c->failure = MEMRA_STATUS_CAPTURE_ERROR;
+    snprintf(c->failure_msg, sizeof c->failure_msg,
+             "during call %d of the step, a call on the engine from another thread was refused "
+             "(engine in use by another thread)",
+             c->call + 1);
 }
 
 MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn step, void *user,
@@ -29,6 +52,7 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
     memra__capture cap = {0};
     MemraStatus st = MEMRA_STATUS_OK;
     MemraGraph *g;
+    uint32_t refusals = memra__engine_refusals(e);
 
     if (e->capture != NULL)
         return memra__capture_forbid(e, fn, "a nested memra_graph_capture");
@@ -38,16 +62,19 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
     cap.graph = g;
     e->capture = &cap;
 
-    for (int call = 0; call <= MEMRA__WARMUPS && cap.failure == MEMRA_STATUS_OK; call++) {
-        if (call == MEMRA__WARMUPS) {
+    for (cap.call = 0; cap.call <= MEMRA__WARMUPS && cap.failure == MEMRA_STATUS_OK; cap.call++) {
+        if (cap.call == MEMRA__WARMUPS) {
             st = memra__from_backend(fn, e->backend->capture_begin(e));
             if (st != MEMRA_STATUS_OK)
                 break;
             cap.recording = true;
         }
-        MemraStatus step_st = step(e, user);
+        /* The step gets the host's handle: its calls enter the engine again, nested in this
+         * one (the thread already holds it). */
+        MemraStatus step_st = step((MemraEngine *)e->handle, user);
         if (step_st != MEMRA_STATUS_OK)
-            note_step_failure(&cap, step_st, call);
+            note_step_failure(&cap, step_st);
+        note_refusals(&cap, e, refusals);
     }
     if (cap.recording) {
         bool keep = cap.failure == MEMRA_STATUS_OK;
@@ -60,15 +87,21 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
     }
     e->capture = NULL;
 
-    if (st == MEMRA_STATUS_OK && cap.failure == MEMRA_STATUS_OK) {
-        g->magic = MEMRA__GRAPH_MAGIC;
-        e->live_graphs++;
-        *out = g;
-        return MEMRA_STATUS_OK;
+    bool captured = st == MEMRA_STATUS_OK && cap.failure == MEMRA_STATUS_OK;
+    if (captured) {
+        st = memra__handle_new(fn, MEMRA__HANDLE_GRAPH, g, e, &g->handle, &g->slot);
+        if (st == MEMRA_STATUS_OK) {
+            e->live_graphs++;
+            *out = (MemraGraph *)g->handle;
+            return MEMRA_STATUS_OK;
+        }
     }
     /* The warm-up calls may still be using the step's buffers on the device. */
     if (e->fault == MEMRA_STATUS_OK)
         (void)e->backend->synchronize(e);
+    /* Captured, but no handle could be made for it: the graph goes like a failed capture's. */
+    if (captured)
+        e->backend->graph_free(e, g->exec);
     memra__mem_release_owned(e, g, false);
     free(g);
     if (st != MEMRA_STATUS_OK)
@@ -96,7 +129,7 @@ MemraStatus memra__graph_destroy(const char *fn, MemraEngine *e, MemraGraph *g)
         (void)e->backend->synchronize(e);
     memra__mem_release_owned(e, g, false);
     e->backend->graph_free(e, g->exec);
-    g->magic = 0;
+    memra__handle_free(g->slot);
     e->live_graphs--;
     free(g);
     return MEMRA_STATUS_OK;

@@ -35,6 +35,10 @@ MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...
     size_t len = strnlen(text, room);
     memcpy(memra__last_message + n, text, len);
     memra__last_message[n + len] = '\0';
+    /* Every failure passes here, so this is where a failure inside a graph step reaches the
+     * capture: whatever the step does with the status, the graph must not silently lack the
+     * call. */
+    memra__note_failure(status);
     return status;
 }
 

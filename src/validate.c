@@ -31,11 +31,14 @@ typedef struct memra__vctx {
 
 MemraStatus memra__check_engine_handle(const char *fn, const MemraEngine *engine)
 {
-    MEMRA__FAIL_IF(engine == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'engine': expected a live engine, got NULL");
-    MEMRA__FAIL_IF(engine->magic != MEMRA__ENGINE_MAGIC, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'engine': expected a live engine from memra_engine_create, got a "
-                   "destroyed or foreign handle");
+    /* MEMRA__ENTER has refused every handle that does not name a live engine and replaced the
+     * handle by the engine; what is left to check is that it ran, for this very function (not
+     * only for an enclosing call of a graph step). Nothing is read through `engine`. */
+    const memra__call *c = memra__current_call();
+    MEMRA__FAIL_IF(c == NULL || c->fn != fn || c->engine != engine || engine == NULL,
+                   MEMRA_STATUS_INTERNAL, fn,
+                   "the entry point checks its engine without holding it: MEMRA__ENTER(engine) "
+                   "must be its first statement");
     return MEMRA_STATUS_OK;
 }
 
@@ -45,17 +48,11 @@ MemraStatus memra__check_engine(const char *fn, const MemraEngine *engine)
     return memra__engine_check_fault(engine, fn);
 }
 
-MemraStatus memra__check_graph(const char *fn, const MemraEngine *engine, const MemraGraph *graph)
+MemraStatus memra__check_graph(const char *fn, const MemraEngine *engine, const MemraGraph *graph,
+                               MemraGraph **out)
 {
-    MEMRA__FAIL_IF(graph == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'graph': expected a live graph, got NULL");
-    MEMRA__FAIL_IF(graph->magic != MEMRA__GRAPH_MAGIC, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'graph': expected a live graph from memra_graph_capture, got a "
-                   "destroyed or foreign handle");
-    MEMRA__FAIL_IF(graph->engine != engine, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'graph': expected a graph captured on this engine, got one of "
-                   "another engine");
-    return MEMRA_STATUS_OK;
+    MEMRA__TRY(memra__check_engine_handle(fn, engine));
+    return memra__resolve_graph(fn, engine, graph, out);
 }
 
 MemraStatus memra__check_out(const char *fn, const char *name, const void *out)

@@ -13,13 +13,15 @@
 #include "kernels.h"
 #include "memra.h"
 
-/* Checks that `engine` is a live engine handle (not NULL, not destroyed) and that it carries
- * no sticky device fault. */
+/* Checks that `engine` is the engine this call holds (MEMRA__ENTER, engine.h, refused every
+ * handle that does not name a live engine) and that it carries no sticky device fault. */
 MemraStatus memra__check_engine(const char *fn, const MemraEngine *engine);
 /* The same without the fault check, for calls that must work on a faulted engine. */
 MemraStatus memra__check_engine_handle(const char *fn, const MemraEngine *engine);
-/* Checks that `graph` is a live graph made by `engine` (already checked). */
-MemraStatus memra__check_graph(const char *fn, const MemraEngine *engine, const MemraGraph *graph);
+/* Maps the handle `graph` to a live graph made by `engine` (held by this call) in `*out`,
+ * refusing a NULL, destroyed, foreign or forged handle without reading through it. */
+MemraStatus memra__check_graph(const char *fn, const MemraEngine *engine, const MemraGraph *graph,
+                               MemraGraph **out);
 /* Checks an out-parameter pointer. */
 MemraStatus memra__check_out(const char *fn, const char *name, const void *out);
 
