@@ -30,7 +30,23 @@
  * - An engine, its buffers and its graphs may be used from any thread, but by ONE thread at a
  *   time: calls that name the same engine (or a graph of it) must not overlap. Different
  *   engines may be driven concurrently from different threads, also on the same device.
+ * - An overlap is detected, never raced: a call that names an engine while another thread is
+ *   inside a call on it returns INVALID_ARGUMENT ("engine in use by another thread") and does
+ *   nothing; the other thread's call is unaffected. The check costs an atomic compare-and-swap
+ *   on entry and an atomic store on return. A graph step runs on the thread that called memra_graph_capture() and
+ *   may call back into the engine being captured.
  * - memra_last_error_message() is per thread: it reports the calling thread's last failure.
+ *
+ * Handles
+ * - MemraEngine * and MemraGraph * values are identifiers, not addresses: the library never
+ *   reads memory through one it is given. Every function that takes a handle refuses, with
+ *   INVALID_ARGUMENT naming the function and the parameter and without writing anything, a
+ *   handle that is NULL (except where NULL is documented as a no-op), destroyed, of the other
+ *   kind, of another engine (graphs), or never returned by the library.
+ * - A destroyed handle stays refused for the life of the process, also after new engines and
+ *   graphs have been created (identifiers are not reused before 2^39 creations): a second
+ *   memra_engine_destroy() or memra_graph_destroy() of the same handle returns INVALID_ARGUMENT
+ *   and changes nothing.
  *
  * Versioning
  * - The library's SONAME is libmemra.so.1. Within major version 1 symbols are never removed or
@@ -203,8 +219,10 @@ enum MemraStatus
     MEMRA_STATUS_OK = 0,
     /**
      * A NULL handle or pointer, a shape that does not add up, a view shorter than its shape, a
-     * misaligned address, an output overlapping an input, a non-finite scalar, or a handle used
-     * with the wrong engine. Nothing was launched or written.
+     * misaligned address, an output overlapping an input, a non-finite scalar, a destroyed,
+     * forged or wrong-kind handle, a handle used with the wrong engine, or an engine that
+     * another thread is inside a call on ("engine in use by another thread"). Nothing was
+     * launched or written.
      */
     MEMRA_STATUS_INVALID_ARGUMENT = 1,
     /**
@@ -228,8 +246,9 @@ enum MemraStatus
      */
     MEMRA_STATUS_DEVICE_ERROR = 5,
     /**
-     * A graph step synchronised, copied between host and device, nested a capture, or failed
-     * while being captured. The engine stays usable and no graph was created.
+     * A graph step synchronised, copied between host and device, nested a capture, returned an
+     * error, or made a call on the capturing engine that was refused (also when the step then
+     * ignored that status). The engine stays usable and no graph was created.
      */
     MEMRA_STATUS_CAPTURE_ERROR = 6,
     /**
@@ -281,13 +300,15 @@ typedef uint32_t MemraVerifyMode;
 
 /**
  * An engine: one backend, one device, one stream, and every buffer and graph made through it.
- * Opaque; create with `memra_engine_create()`, release with `memra_engine_destroy()`.
+ * Opaque; create with `memra_engine_create()`, release with `memra_engine_destroy()`. A
+ * `MemraEngine *` is an identifier, not an address (see "Handles" above).
  */
 typedef struct MemraEngine MemraEngine;
 
 /**
  * A captured graph of library operations, replayable with `memra_graph_launch()`. Opaque;
- * create with `memra_graph_capture()`, release with `memra_graph_destroy()`.
+ * create with `memra_graph_capture()`, release with `memra_graph_destroy()`. A `MemraGraph *`
+ * is an identifier, not an address (see "Handles" above).
  */
 typedef struct MemraGraph MemraGraph;
 
@@ -603,9 +624,10 @@ MemraStatus memra_engine_create(const struct MemraEngineOptions *options,
  * it made (never a host's stream), and releases the engine. NULL is a no-op returning OK.
  *
  * Returns OK, even after a sticky device fault (the fault is not reported again here);
- * INVALID_ARGUMENT when `engine` is not a live engine, when it is inside
- * `memra_graph_capture()`, or when graphs made from it are still alive (destroy them first:
- * the engine is then left untouched).
+ * INVALID_ARGUMENT when `engine` is not a live engine (also when it was destroyed before: a
+ * second destroy is refused and changes nothing, whatever was created since), when it is
+ * inside `memra_graph_capture()`, when another thread is inside a call on it, or when graphs
+ * made from it are still alive (destroy them first: the engine is then left untouched).
  */
 MEMRA_API MemraStatus memra_engine_destroy(struct MemraEngine *engine);
 
@@ -918,9 +940,18 @@ MemraStatus memra_gdn_scan_s128_tsnap(struct MemraEngine *engine,
  * Either way, pointer-table entries are read at every replay, so rewriting a table between
  * replays rebinds the graph to other buffers.
  *
+ * `step` runs on the calling thread and calls back into `engine`. A graph never silently
+ * lacks an operation: any call the step makes on `engine` that does not return OK (a bad
+ * argument, a call not allowed inside a capture) fails the capture, even when the step
+ * ignores that status and returns OK; so does a call through an engine handle that is not
+ * live (it may have been meant for `engine`), and a call on `engine` from another thread
+ * while the step runs (it is refused as in use, and may have been the step's). Calls on
+ * other live engines do not concern the capture.
+ *
  * Returns OK; INVALID_ARGUMENT (NULL/dead engine, NULL `step` or `out_graph`); CAPTURE_ERROR
- * (the step returned an error, or synchronised, copied to or from the host, or nested a
- * capture; the engine stays usable); DEVICE_ERROR; OUT_OF_MEMORY.
+ * (the step returned an error, made a refused call as above, or synchronised, copied to or
+ * from the host, or nested a capture; the engine stays usable); DEVICE_ERROR (a device fault
+ * during the step); OUT_OF_MEMORY.
  */
 MEMRA_API
 MemraStatus memra_graph_capture(struct MemraEngine *engine,
@@ -942,8 +973,9 @@ MemraStatus memra_graph_launch(struct MemraEngine *engine,
  * Waits for the engine's work, then releases `graph` and every buffer it retained. NULL
  * `graph` is a no-op returning OK.
  *
- * Returns OK; INVALID_ARGUMENT (NULL or dead `engine`, dead `graph`, `graph` made by another
- * engine).
+ * Returns OK; INVALID_ARGUMENT (NULL or dead `engine`, dead `graph` (also one destroyed
+ * before: a second destroy is refused and changes nothing), `graph` made by another engine,
+ * called inside a capture).
  */
 MEMRA_API MemraStatus memra_graph_destroy(struct MemraEngine *engine, struct MemraGraph *graph);
 

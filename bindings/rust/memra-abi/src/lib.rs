@@ -49,8 +49,10 @@ pub enum MemraStatus {
     /// Success.
     Ok = 0,
     /// A NULL handle or pointer, a shape that does not add up, a view shorter than its shape, a
-    /// misaligned address, an output overlapping an input, a non-finite scalar, or a handle used
-    /// with the wrong engine. Nothing was launched or written.
+    /// misaligned address, an output overlapping an input, a non-finite scalar, a destroyed,
+    /// forged or wrong-kind handle, a handle used with the wrong engine, or an engine that
+    /// another thread is inside a call on ("engine in use by another thread"). Nothing was
+    /// launched or written.
     InvalidArgument = 1,
     /// The arguments are consistent but this library does not implement them (for example
     /// `d_state != 128`). Nothing was launched or written.
@@ -64,8 +66,9 @@ pub enum MemraStatus {
     /// fault is sticky: every later call on the engine returns DEVICE_ERROR, and the engine can
     /// still be destroyed.
     DeviceError = 5,
-    /// A graph step synchronised, copied between host and device, nested a capture, or failed
-    /// while being captured. The engine stays usable and no graph was created.
+    /// A graph step synchronised, copied between host and device, nested a capture, returned an
+    /// error, or made a call on the capturing engine that was refused (also when the step then
+    /// ignored that status). The engine stays usable and no graph was created.
     CaptureError = 6,
     /// `struct_size` is larger than any struct this library knows: the caller was compiled
     /// against a newer header.
@@ -99,13 +102,15 @@ pub enum MemraAllocInit {
 }
 
 /// An engine: one backend, one device, one stream, and every buffer and graph made through it.
-/// Opaque; create with `memra_engine_create()`, release with `memra_engine_destroy()`.
+/// Opaque; create with `memra_engine_create()`, release with `memra_engine_destroy()`. A
+/// `MemraEngine *` is an identifier, not an address (see "Handles" above).
 pub struct MemraEngine {
     _private: [u8; 0],
 }
 
 /// A captured graph of library operations, replayable with `memra_graph_launch()`. Opaque;
-/// create with `memra_graph_capture()`, release with `memra_graph_destroy()`.
+/// create with `memra_graph_capture()`, release with `memra_graph_destroy()`. A `MemraGraph *`
+/// is an identifier, not an address (see "Handles" above).
 pub struct MemraGraph {
     _private: [u8; 0],
 }
@@ -233,9 +238,10 @@ pub unsafe extern "C" fn memra_engine_create(
 /// it made (never a host's stream), and releases the engine. NULL is a no-op returning OK.
 ///
 /// Returns OK, even after a sticky device fault (the fault is not reported again here);
-/// INVALID_ARGUMENT when `engine` is not a live engine, when it is inside
-/// `memra_graph_capture()`, or when graphs made from it are still alive (destroy them first:
-/// the engine is then left untouched).
+/// INVALID_ARGUMENT when `engine` is not a live engine (also when it was destroyed before: a
+/// second destroy is refused and changes nothing, whatever was created since), when it is
+/// inside `memra_graph_capture()`, when another thread is inside a call on it, or when graphs
+/// made from it are still alive (destroy them first: the engine is then left untouched).
 #[no_mangle]
 pub unsafe extern "C" fn memra_engine_destroy(engine: *mut MemraEngine) -> MemraStatus {
     MemraStatus::Ok
@@ -585,9 +591,18 @@ pub unsafe extern "C" fn memra_gdn_scan_s128_tsnap(
 /// Either way, pointer-table entries are read at every replay, so rewriting a table between
 /// replays rebinds the graph to other buffers.
 ///
+/// `step` runs on the calling thread and calls back into `engine`. A graph never silently
+/// lacks an operation: any call the step makes on `engine` that does not return OK (a bad
+/// argument, a call not allowed inside a capture) fails the capture, even when the step
+/// ignores that status and returns OK; so does a call through an engine handle that is not
+/// live (it may have been meant for `engine`), and a call on `engine` from another thread
+/// while the step runs (it is refused as in use, and may have been the step's). Calls on
+/// other live engines do not concern the capture.
+///
 /// Returns OK; INVALID_ARGUMENT (NULL/dead engine, NULL `step` or `out_graph`); CAPTURE_ERROR
-/// (the step returned an error, or synchronised, copied to or from the host, or nested a
-/// capture; the engine stays usable); DEVICE_ERROR; OUT_OF_MEMORY.
+/// (the step returned an error, made a refused call as above, or synchronised, copied to or
+/// from the host, or nested a capture; the engine stays usable); DEVICE_ERROR (a device fault
+/// during the step); OUT_OF_MEMORY.
 #[no_mangle]
 pub unsafe extern "C" fn memra_graph_capture(
     engine: *mut MemraEngine,
@@ -613,8 +628,9 @@ pub unsafe extern "C" fn memra_graph_launch(
 /// Waits for the engine's work, then releases `graph` and every buffer it retained. NULL
 /// `graph` is a no-op returning OK.
 ///
-/// Returns OK; INVALID_ARGUMENT (NULL or dead `engine`, dead `graph`, `graph` made by another
-/// engine).
+/// Returns OK; INVALID_ARGUMENT (NULL or dead `engine`, dead `graph` (also one destroyed
+/// before: a second destroy is refused and changes nothing), `graph` made by another engine,
+/// called inside a capture).
 #[no_mangle]
 pub unsafe extern "C" fn memra_graph_destroy(
     engine: *mut MemraEngine,

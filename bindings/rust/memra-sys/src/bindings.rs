@@ -36,8 +36,10 @@ pub type MemraHeadOrder = u32;
 #[doc = " Success."]
 pub const MEMRA_STATUS_OK: MemraStatus = 0;
 #[doc = " A NULL handle or pointer, a shape that does not add up, a view shorter than its shape, a"]
-#[doc = " misaligned address, an output overlapping an input, a non-finite scalar, or a handle used"]
-#[doc = " with the wrong engine. Nothing was launched or written."]
+#[doc = " misaligned address, an output overlapping an input, a non-finite scalar, a destroyed,"]
+#[doc = " forged or wrong-kind handle, a handle used with the wrong engine, or an engine that"]
+#[doc = " another thread is inside a call on (\"engine in use by another thread\"). Nothing was"]
+#[doc = " launched or written."]
 pub const MEMRA_STATUS_INVALID_ARGUMENT: MemraStatus = 1;
 #[doc = " The arguments are consistent but this library does not implement them (for example"]
 #[doc = " `d_state != 128`). Nothing was launched or written."]
@@ -51,8 +53,9 @@ pub const MEMRA_STATUS_NO_DEVICE: MemraStatus = 4;
 #[doc = " fault is sticky: every later call on the engine returns DEVICE_ERROR, and the engine can"]
 #[doc = " still be destroyed."]
 pub const MEMRA_STATUS_DEVICE_ERROR: MemraStatus = 5;
-#[doc = " A graph step synchronised, copied between host and device, nested a capture, or failed"]
-#[doc = " while being captured. The engine stays usable and no graph was created."]
+#[doc = " A graph step synchronised, copied between host and device, nested a capture, returned an"]
+#[doc = " error, or made a call on the capturing engine that was refused (also when the step then"]
+#[doc = " ignored that status). The engine stays usable and no graph was created."]
 pub const MEMRA_STATUS_CAPTURE_ERROR: MemraStatus = 6;
 #[doc = " `struct_size` is larger than any struct this library knows: the caller was compiled"]
 #[doc = " against a newer header."]
@@ -1165,9 +1168,10 @@ extern "C" {
     #[doc = " it made (never a host's stream), and releases the engine. NULL is a no-op returning OK."]
     #[doc = ""]
     #[doc = " Returns OK, even after a sticky device fault (the fault is not reported again here);"]
-    #[doc = " INVALID_ARGUMENT when `engine` is not a live engine, when it is inside"]
-    #[doc = " `memra_graph_capture()`, or when graphs made from it are still alive (destroy them first:"]
-    #[doc = " the engine is then left untouched)."]
+    #[doc = " INVALID_ARGUMENT when `engine` is not a live engine (also when it was destroyed before: a"]
+    #[doc = " second destroy is refused and changes nothing, whatever was created since), when it is"]
+    #[doc = " inside `memra_graph_capture()`, when another thread is inside a call on it, or when graphs"]
+    #[doc = " made from it are still alive (destroy them first: the engine is then left untouched)."]
     pub fn memra_engine_destroy(engine: *mut MemraEngine) -> MemraStatus;
 }
 extern "C" {
@@ -1479,9 +1483,18 @@ extern "C" {
     #[doc = " Either way, pointer-table entries are read at every replay, so rewriting a table between"]
     #[doc = " replays rebinds the graph to other buffers."]
     #[doc = ""]
+    #[doc = " `step` runs on the calling thread and calls back into `engine`. A graph never silently"]
+    #[doc = " lacks an operation: any call the step makes on `engine` that does not return OK (a bad"]
+    #[doc = " argument, a call not allowed inside a capture) fails the capture, even when the step"]
+    #[doc = " ignores that status and returns OK; so does a call through an engine handle that is not"]
+    #[doc = " live (it may have been meant for `engine`), and a call on `engine` from another thread"]
+    #[doc = " while the step runs (it is refused as in use, and may have been the step's). Calls on"]
+    #[doc = " other live engines do not concern the capture."]
+    #[doc = ""]
     #[doc = " Returns OK; INVALID_ARGUMENT (NULL/dead engine, NULL `step` or `out_graph`); CAPTURE_ERROR"]
-    #[doc = " (the step returned an error, or synchronised, copied to or from the host, or nested a"]
-    #[doc = " capture; the engine stays usable); DEVICE_ERROR; OUT_OF_MEMORY."]
+    #[doc = " (the step returned an error, made a refused call as above, or synchronised, copied to or"]
+    #[doc = " from the host, or nested a capture; the engine stays usable); DEVICE_ERROR (a device fault"]
+    #[doc = " during the step); OUT_OF_MEMORY."]
     pub fn memra_graph_capture(
         engine: *mut MemraEngine,
         step: MemraStepFn,
@@ -1500,8 +1513,9 @@ extern "C" {
     #[doc = " Waits for the engine's work, then releases `graph` and every buffer it retained. NULL"]
     #[doc = " `graph` is a no-op returning OK."]
     #[doc = ""]
-    #[doc = " Returns OK; INVALID_ARGUMENT (NULL or dead `engine`, dead `graph`, `graph` made by another"]
-    #[doc = " engine)."]
+    #[doc = " Returns OK; INVALID_ARGUMENT (NULL or dead `engine`, dead `graph` (also one destroyed"]
+    #[doc = " before: a second destroy is refused and changes nothing), `graph` made by another engine,"]
+    #[doc = " called inside a capture)."]
     pub fn memra_graph_destroy(engine: *mut MemraEngine, graph: *mut MemraGraph) -> MemraStatus;
 }
 extern "C" {
