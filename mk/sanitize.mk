@@ -3,12 +3,21 @@
 #
 #   make asan        library + Criterion suite with AddressSanitizer, UBSan and LeakSanitizer
 #                    ($(ASAN_BUILD)); runs the whole CPU suite
-#   make tsan        the library with ThreadSanitizer ($(TSAN_BUILD)); runs the threads suite
+#   make tsan        the library with ThreadSanitizer ($(TSAN_BUILD)); runs the thread scenarios
+#                    of the threads and handles suites
 #   make leakcheck   valgrind memcheck over the CPU suite on an uninstrumented build
 #                    ($(VG_BUILD)): no leak, no invalid access, no use of uninitialised memory,
-#                    also on every error path (the numerical sweeps: see VG_TEST_ARGS)
+#                    also on every error path (the numerical sweeps: see VG_TEST_ARGS); then
+#                    the fuzz corpus, replayed on the same build under valgrind
+#   make jemalloc    the bad-input suites (1.0 and 1.1), the handles suite and the fuzz corpus
+#                    on the same uninstrumented build with jemalloc preloaded (JEMALLOC)
 #   make fuzz        libFuzzer over the ABI for FUZZ_SECONDS (default 60) ($(FUZZ_BUILD))
 #   make fuzz-regress  every input of tests/fuzz/corpus once (what `make test` runs)
+#
+# Why three allocators: a check that reads memory the library may have freed (a destroyed
+# handle) can pass with glibc, whose free() overwrites the start of a block, and fail with any
+# other. AddressSanitizer reports the read itself; valgrind and jemalloc give the plain build
+# the allocators a host may really have.
 #
 # A sanitizer report fails the target even when it comes from a test process that Criterion
 # counted as passed: reports go to per-process log files (log_path), and any file there fails.
@@ -48,7 +57,8 @@ san_canary = set -e; if ! grep -qs -e '$(2)' $(1)/*; then \
     echo "$(3): the leak canary was not reported: the check does not see the library" >&2; \
     exit 1; fi; echo "$(3): the leak canary was reported, as it must be"
 
-.PHONY: asan asan-build tsan tsan-build leakcheck leakcheck-build fuzz fuzz-build fuzz-regress
+.PHONY: asan asan-build tsan tsan-build leakcheck leakcheck-build jemalloc fuzz fuzz-build \
+        fuzz-regress
 
 asan-build:
 	$(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) CUDA=0 \
@@ -66,21 +76,25 @@ asan: asan-build
 	@echo "asan: no sanitizer report"
 
 # Criterion's runner cannot start under ThreadSanitizer (it maps its shared arena at addresses
-# TSan reserves), so the threads suite is also built as a plain program: the same scenarios,
-# a main() instead of Criterion (tests/test_threads.c, -DMEMRA_THREADS_STANDALONE).
+# TSan reserves), so the suites with thread scenarios are also built as plain programs: the
+# same scenarios, a main() instead of Criterion (tests/test_threads.c with
+# -DMEMRA_THREADS_STANDALONE, tests/test_handles.c with -DMEMRA_HANDLES_STANDALONE).
 TSAN_THREADS := $(TSAN_BUILD)/tests/threads_standalone
+TSAN_HANDLES := $(TSAN_BUILD)/tests/handles_standalone
+tsan_standalone = $(CC) -std=c11 -O1 -g -pthread $(WARN) $(SAN_TSAN_FLAGS) -Iabi -D_GNU_SOURCE \
+    -D$(1) $(2) -o $(3) -Wl,-rpath,'$$ORIGIN/..' $(TSAN_BUILD)/libmemra.so
 
 tsan-build:
 	$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) CUDA=0 \
 	    EXTRA_CFLAGS="$(SAN_TSAN_FLAGS)" EXTRA_LDFLAGS="$(SAN_TSAN_FLAGS)" lib
 	@mkdir -p $(TSAN_BUILD)/tests
-	$(CC) -std=c11 -O1 -g -pthread $(WARN) $(SAN_TSAN_FLAGS) -Iabi -D_GNU_SOURCE \
-	    -DMEMRA_THREADS_STANDALONE tests/test_threads.c -o $(TSAN_THREADS) \
-	    -Wl,-rpath,'$$ORIGIN/..' $(TSAN_BUILD)/libmemra.so
+	$(call tsan_standalone,MEMRA_THREADS_STANDALONE,tests/test_threads.c,$(TSAN_THREADS))
+	$(call tsan_standalone,MEMRA_HANDLES_STANDALONE,tests/test_handles.c,$(TSAN_HANDLES))
 
 tsan: tsan-build
 	@rm -rf $(TSAN_BUILD)/san-logs && mkdir -p $(TSAN_BUILD)/san-logs
 	$(call san_tsan_env,$(TSAN_BUILD)/san-logs) $(TSAN_THREADS)
+	$(call san_tsan_env,$(TSAN_BUILD)/san-logs) $(TSAN_HANDLES)
 	@$(call san_no_reports,$(TSAN_BUILD)/san-logs,tsan)
 	@echo "tsan: no sanitizer report"
 
@@ -96,8 +110,14 @@ VG_FLAGS := --trace-children=yes --leak-check=full --show-leak-kinds=definite,in
             --num-callers=30
 VG_TEST_ARGS ?= --filter '!(bad_input/cpu|bad_input/cuda|gdn_packed/*|reference/*)'
 
+# The fuzz target without libFuzzer and without sanitizers, linked with the plain library: it
+# replays the corpus under valgrind (leakcheck) and with jemalloc (jemalloc).
+FUZZ_REPLAY := $(VG_BUILD)/tests/fuzz_replay
+
 leakcheck-build:
 	$(MAKE) --no-print-directory BUILD=$(VG_BUILD) CUDA=0 test-c-build
+	$(CC) -std=c11 -O1 -g $(WARN) -Iabi -D_GNU_SOURCE tests/fuzz/fuzz_abi.c tests/fuzz/replay.c \
+	    -o $(FUZZ_REPLAY) -Wl,-rpath,'$$ORIGIN/..' $(VG_BUILD)/libmemra.so -lm
 
 # Every process's log must end with "ERROR SUMMARY: 0 errors" (leaks of kind definite or
 # indirect count as errors).
@@ -109,11 +129,33 @@ leakcheck: leakcheck-build
 	@$(call san_canary,$(VG_BUILD)/vg-canary,engine_create,leakcheck)
 	MEMRA_TEST_SWEEP=1 tests/run-criterion.sh $(VALGRIND) $(VG_FLAGS) \
 	    --log-file=$(VG_BUILD)/vg-logs/vg.%p.log $(VG_BUILD)/tests/memra_tests $(VG_TEST_ARGS)
+	$(VALGRIND) $(VG_FLAGS) --log-file=$(VG_BUILD)/vg-logs/fuzz.%p.log $(FUZZ_REPLAY) \
+	    tests/fuzz/corpus/*
 	@set -e; logs=$$(ls $(VG_BUILD)/vg-logs/*.log | wc -l); \
 	    if [ "$$logs" -lt 2 ]; then echo "leakcheck: valgrind did not follow the test workers" >&2; exit 1; fi; \
 	    bad=$$(grep -L 'ERROR SUMMARY: 0 errors' $(VG_BUILD)/vg-logs/*.log || true); \
 	    if [ -n "$$bad" ]; then cat $$bad; echo "leakcheck: valgrind errors in: $$bad" >&2; exit 1; fi; \
 	    echo "leakcheck: $$logs processes, no leak and no memory error"
+
+# jemalloc, preloaded into the uninstrumented build: the bad-input and handles suites (every
+# case in its own process, as `make test-c` runs them) and the fuzz corpus. The lookup is
+# deferred, so that `make test` finds the library its installer step has just put there. A
+# preload that the dynamic loader cannot honour is ignored with a warning, and the run would
+# quietly use glibc: jemalloc's own exit statistics prove it is the allocator first.
+JEMALLOC ?= $(firstword $(wildcard /usr/lib/*/libjemalloc.so.2 /usr/lib/libjemalloc.so.2 \
+                                   /usr/local/lib/libjemalloc.so.2))
+JEMALLOC_TEST_ARGS ?= --filter '@(bad_input|bad_input_verify|handles)/*'
+
+jemalloc: leakcheck-build
+	@if [ -z "$(JEMALLOC)" ]; then \
+	    echo "jemalloc: libjemalloc.so.2 not found (Debian: libjemalloc2)" >&2; exit 1; fi
+	@if ! MALLOC_CONF=stats_print:true LD_PRELOAD=$(JEMALLOC) $(FUZZ_REPLAY) \
+	    tests/fuzz/corpus/memory 2>&1 | grep -q 'jemalloc statistics'; then \
+	    echo "jemalloc: preloading $(JEMALLOC) did not replace the allocator" >&2; exit 1; fi
+	@echo "jemalloc: $(JEMALLOC) is the allocator of the runs below"
+	LD_PRELOAD=$(JEMALLOC) tests/run-criterion.sh $(VG_BUILD)/tests/memra_tests \
+	    $(JEMALLOC_TEST_ARGS)
+	LD_PRELOAD=$(JEMALLOC) $(FUZZ_REPLAY) tests/fuzz/corpus/*
 
 # The fuzzer links an instrumented build of the library's CPU sources (never the CUDA backend).
 FUZZ_CFLAGS := -std=c11 -g -O1 -ffp-contract=off -fno-omit-frame-pointer \
@@ -147,4 +189,4 @@ fuzz: $(FUZZ_BIN)
 fuzz-regress: $(FUZZ_BIN)
 	$(FUZZ_ENV) $(FUZZ_BIN) $(FUZZ_OPTIONS) tests/fuzz/corpus/*
 
-TEST_TARGETS += asan tsan leakcheck fuzz-regress
+TEST_TARGETS += asan tsan leakcheck jemalloc fuzz-regress

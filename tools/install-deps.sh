@@ -11,9 +11,11 @@ case "${1:-test}" in
 bench) packages="build-essential gnuplot-nox" ;;
 test)
     # The C toolchain, Criterion, the header/bindings generators, the ABI checker, the plotter,
-    # and the sanitizer/fuzzer runtimes.
+    # the sanitizer/fuzzer runtimes, and jemalloc (the bad-input suite and the fuzz corpus also
+    # run with it preloaded: an allocator that does not scribble over freed blocks the way
+    # glibc's does).
     packages="build-essential pkg-config libcriterion-dev cbindgen bindgen abigail-tools
-              gnuplot-nox valgrind clang libclang-rt-14-dev"
+              gnuplot-nox valgrind clang libclang-rt-14-dev libjemalloc2"
     # clang-format for `make format-check`.
     packages="$packages clang-format"
     ;;

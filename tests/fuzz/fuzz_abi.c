@@ -1111,13 +1111,71 @@ static void cmd_graph_destroy(fuzz *f, reader *r)
     release_graph(f, slot);
 }
 
+static MemraEngine *cpu_engine(void);
+
+/* Calls through the handles of an engine and a graph that were just destroyed: they must be
+ * refused whatever the allocator left in the freed memory (the corpus also runs under valgrind
+ * and with jemalloc preloaded). */
+static void cmd_dead_handle(fuzz *f, reader *r, uint8_t which)
+{
+    MemraEngine *dead = cpu_engine();
+    MemraGraph *g = NULL;
+    check_status("memra_graph_capture", V_OK, memra_graph_capture(dead, empty_step, NULL, &g));
+    check_status("memra_graph_destroy", V_OK, memra_graph_destroy(dead, g));
+    check_status("memra_engine_destroy", V_OK, memra_engine_destroy(dead));
+    switch ((which >> 1) % 8) {
+    case 0:
+        check_status("memra_engine_synchronize", V_INVALID, memra_engine_synchronize(dead));
+        break;
+    case 1: {
+        call c;
+        if (!read_call(f, r, &c))
+            return;
+        check_status(OP_NAME[c.op], V_INVALID, invoke(&c, dead));
+        free_call(f, &c);
+        break;
+    }
+    case 2: {
+        MemraSliceMutF32 out;
+        check_status("memra_alloc_f32", V_INVALID,
+                     memra_alloc_f32(dead, 16, MEMRA_ALLOC_INIT_ZEROED, &out));
+        break;
+    }
+    case 3: {
+        MemraGraph *again = NULL;
+        check_status("memra_graph_capture", V_INVALID,
+                     memra_graph_capture(dead, empty_step, NULL, &again));
+        break;
+    }
+    case 4:
+        /* A dead graph with a live engine. */
+        check_status("memra_graph_launch", V_INVALID, memra_graph_launch(f->e, g));
+        break;
+    case 5:
+        check_status("memra_graph_destroy", V_INVALID, memra_graph_destroy(f->e, g));
+        break;
+    case 6:
+        check_status("memra_engine_destroy", V_INVALID, memra_engine_destroy(dead));
+        break;
+    case 7: {
+        MemraBackend kind;
+        check_status("memra_engine_backend", V_INVALID, memra_engine_backend(dead, &kind));
+        break;
+    }
+    }
+}
+
 static void cmd_bad_handle(fuzz *f, reader *r)
 {
     /* Word-aligned memory that is not a handle (never the input's bytes, which could spell a
-     * handle's magic word). */
+     * live handle). */
     static uint64_t garbage[32];
     memset(garbage, 0xa5, sizeof garbage);
     uint8_t which = rd8(r);
+    if (which >= 0xc0) {
+        cmd_dead_handle(f, r, which);
+        return;
+    }
     MemraEngine *e = which & 1 ? (MemraEngine *)(void *)garbage : NULL;
     switch ((which >> 1) % 6) {
     case 0:
