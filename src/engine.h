@@ -85,8 +85,10 @@ typedef struct memra__call {
     /* The engine the call holds; NULL before the call got it and once it was destroyed. */
     MemraEngine *engine;
     struct memra__slot *slot;
-    /* The thread's enclosing call (a graph step's calls sit inside memra_graph_capture). */
+    /* The thread's enclosing call (a graph step's calls sit inside memra_graph_capture), and
+     * where the thread keeps its innermost one. */
     struct memra__call *outer;
+    struct memra__call **current;
     /* This call took the engine's owner word (and gives it back when it leaves). */
     bool owns;
     /* The thread already held the engine: a call made by a graph step on its own engine. */

@@ -66,13 +66,9 @@ static uint32_t fresh_index;
 static _Atomic uint64_t next_serial = 1;
 
 /* The calling thread's innermost call. Its address is also the thread's owner token: unique
- * among live threads and never 0. */
+ * among live threads and never 0. A call looks it up once, on entry, and keeps the address
+ * (thread-local lookups in a shared library go through a function call). */
 static _Thread_local memra__call *current_call;
-
-static uintptr_t thread_token(void)
-{
-    return (uintptr_t)&current_call;
-}
 
 /* Registry pointers are stored complemented: a leak checker must not see a live pointer to an
  * engine the host forgot to destroy (it would call it reachable and stay silent). */
@@ -110,8 +106,10 @@ static const char *kind_name(memra__handle_kind kind)
     return kind == MEMRA__HANDLE_ENGINE ? "engine" : "graph";
 }
 
-/* Why `handle` does not name a live object of `kind` (NULL when it does), for messages. */
-static const char *not_live(const void *handle, memra__handle_kind kind, struct memra__slot **out)
+/* Why `handle` does not name a live object of `kind` (NULL when it does, with its slot and
+ * serial in *out and *out_serial), for messages. */
+static const char *not_live(const void *handle, memra__handle_kind kind, struct memra__slot **out,
+                            uint64_t *out_serial)
 {
     uint64_t serial = 0;
     struct memra__slot *s;
@@ -125,6 +123,7 @@ static const char *not_live(const void *handle, memra__handle_kind kind, struct 
     if (atomic_load_explicit(&s->kind, memory_order_relaxed) != (uint32_t)kind)
         return kind == MEMRA__HANDLE_ENGINE ? "a graph handle" : "an engine handle";
     *out = s;
+    *out_serial = serial;
     return NULL;
 }
 
@@ -252,13 +251,13 @@ MemraStatus memra__enter(memra__call *c, const char *fn, const MemraEngine *hand
 {
     struct memra__slot *s = NULL;
     uint64_t serial = 0;
-    uintptr_t me = thread_token(), expected = 0;
-    const char *why = not_live(handle, MEMRA__HANDLE_ENGINE, &s);
+    memra__call **current = &current_call;
+    uintptr_t me = (uintptr_t)current, expected = 0;
+    const char *why = not_live(handle, MEMRA__HANDLE_ENGINE, &s, &serial);
 
     c->fn = fn;
     if (why != NULL)
         return refuse_handle(fn, why);
-    (void)decode(handle, &serial);
     if (atomic_load_explicit(&s->owner, memory_order_relaxed) == me) {
         /* This thread is already inside a call on the engine: a graph step calling back. */
         c->nested = true;
@@ -278,8 +277,9 @@ MemraStatus memra__enter(memra__call *c, const char *fn, const MemraEngine *hand
     }
     c->slot = s;
     c->engine = unhide(atomic_load_explicit(&s->object, memory_order_relaxed));
-    c->outer = current_call;
-    current_call = c;
+    c->current = current;
+    c->outer = *current;
+    *current = c;
     return MEMRA_STATUS_OK;
 }
 
@@ -287,7 +287,7 @@ void memra__leave(memra__call *c)
 {
     if (c->slot == NULL)
         return;
-    current_call = c->outer;
+    *c->current = c->outer;
     if (c->owns)
         atomic_store_explicit(&c->slot->owner, 0, memory_order_release);
     if (c->retired)
@@ -304,11 +304,10 @@ MemraStatus memra__resolve_graph(const char *fn, const MemraEngine *e, const Mem
 {
     struct memra__slot *s = NULL;
     uint64_t serial = 0;
-    const char *why = not_live(handle, MEMRA__HANDLE_GRAPH, &s);
+    const char *why = not_live(handle, MEMRA__HANDLE_GRAPH, &s, &serial);
     MEMRA__FAIL_IF(why != NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'graph': expected a live graph from memra_graph_capture, got %s",
                    why);
-    (void)decode(handle, &serial);
     uintptr_t parent = atomic_load_explicit(&s->parent, memory_order_relaxed);
     uintptr_t object = atomic_load_explicit(&s->object, memory_order_relaxed);
     /* A graph of another engine may be destroyed by that engine's thread while this reads its
