@@ -247,6 +247,9 @@ void bench_compare(FILE *f, const bench_run *base, const bench_run *cur,
     if (strcmp(base->backend, cur->backend) != 0 || strcmp(base->device, cur->device) != 0)
         fprintf(f, "  note: the runs used different backends or devices; the ratios compare "
                    "machines as well as code\n");
+    if (strcmp(base->backend, "cpu") == 0 || strcmp(cur->backend, "cpu") == 0)
+        fprintf(f, "  note: CPU backend: its times, and so these ratios, are for functional "
+                   "comparison only\n");
     fprintf(f,
             "  ratio = this / base (below 1: faster). '!' slower beyond both runs' spread and by "
             "more than %.1f%% (a regression),\n"
