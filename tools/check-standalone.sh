@@ -13,7 +13,8 @@
 #   - a relative path that climbs out of the repository (../name resolved from the file's folder,
 #     or from the repository root for make files and scripts, which run there), and any
 #     ../shared or ../seed;
-#   - citations of an outside specification ("SPEC section N", "SPEC §N", "SPEC:");
+#   - citations of an outside specification ("SPEC section N", "SPEC §N", "SPEC:"), and of a
+#     docs/NAME.md page that does not exist;
 #   - development-history wording: session, "the issue(s)" (instruction-issue figures excepted),
 #     issue numbers, closing note, ticket, steering, diary, ledger, agent, the device tool,
 #     lent/lending, "a call can carry", the CUDA engineer.
@@ -60,6 +61,9 @@ list | perl -0 -ne '
         while ($l =~ m{(?<![\w.\$\}/-])((?:\.\./)+)[\w\$]}g) {
             my $up = length($1) / 3;
             if ($up > $base) { push @why, "relative path leaves the repository"; last; }
+        }
+        while ($l =~ m{\bdocs/([\w-]+\.md)}g) {
+            push @why, "names docs/$1, which does not exist" unless -e "docs/$1";
         }
         push @why, "cites an outside specification"
             if $l =~ m{\bSPEC(?: section|:|\x27s| ?\xc2\xa7)};

@@ -5,7 +5,7 @@
  * t rows with the table's parity), so it is bit-identical to it by construction; the
  * intermediate activations the host did not ask for go to scratch memory.
  *
- * JOURNAL mode, per sequence b with n = accepted[b] (docs/verify.md): the first n journal rows
+ * JOURNAL mode, per sequence b with n = accepted[b] (docs/verify-1.1.md): the first n journal rows
  * are folded into the ring and the state by running the same three kernels over them (their
  * outputs are discarded); the t new rows then run from a copy of the folded ring and state, so
  * the ring and state written back are the folded ones; the journal is rewritten with the new

@@ -1,6 +1,6 @@
 /*
- * CUDA kernel: the 1.1 one-launch verify (docs/verify.md). One kernel does the conv, the prep
- * and the scan of b_n sequences x t rows, in the three modes (SNAPSHOTS, FINAL_ONLY, JOURNAL),
+ * CUDA kernel: the 1.1 one-launch verify (docs/verify-1.1.md). One kernel does the conv, the
+ * prep and the scan of b_n sequences x t rows, in the three modes (SNAPSHOTS, FINAL_ONLY, JOURNAL),
  * and the journal commit (JOURNAL with t == 0). Its arithmetic is the 1.0 kernels': the conv
  * row, the normalisation and the gates come from gdn_math.cuh, the scan row from gdn_scan.cuh,
  * so the verify is bit-identical to the 1.0 program by construction.
