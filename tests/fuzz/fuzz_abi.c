@@ -20,6 +20,16 @@
  * writes out of bounds, which the sanitizers turn into a crash. A disagreement with the oracle
  * is also a crash (abort), with a line on stderr saying which call and why.
  *
+ * The 1.1 operations (memra_gdn_verify in its three modes, memra_gdn_journal_commit,
+ * memra_gdn_rollback) take their arguments as a MemraVerifyArgs: every field of it is drawn too
+ * (struct_size, mode, head order, the counts, eps, scale, all seventeen slices), the oracle
+ * knowing which fields each operation and mode reads, requires, must find empty or ignores.
+ * Table targets of an accepted call are exactly a ring, a state and a state or a journal
+ * (memra_gdn_journal_len) long; journals start empty and counts valid, and a command of its own
+ * writes one bad count and expects the next synchronisation to report it while the sequence's
+ * ring, state and journal stay untouched. memra_gdn_journal_len, memra_alloc_u32,
+ * memra_htod_u32_into and memra_dtoh_u32 are called with drawn arguments as well.
+ *
  * Shapes are drawn near small defaults (num_k = num_v = 1, conv_dim 384, t = 2, b_n = 1) so that
  * an all-zero input is a valid program and the kernels stay fast, with bytes that pick small
  * values, boundary values or values whose products overflow size_t.
@@ -164,7 +174,8 @@ static void die(const char *what, const char *detail, MemraStatus st)
 /* ---- The harness's buffers ---- */
 
 #define MAX_BUFS 64
-#define DEFAULT_BUFS 10
+/* One per slot of the widest call (a verify), so that the default views never overlap. */
+#define DEFAULT_BUFS 17
 /* 16384 floats: room for one state snapshot of num_v = 1 or for 42 rows of 384 channels. */
 #define DEFAULT_WORDS ((size_t)16384)
 
@@ -180,9 +191,20 @@ typedef struct hbuf {
 
 #define MAX_GRAPHS 4
 #define MAX_PREPARED 4
-#define MAX_SLOTS 10
+#define MAX_SLOTS 17
 
-enum { OP_CONV_B, OP_CONV_T, OP_PREP_B, OP_PREP_V, OP_SCAN_B, OP_SCAN_T, N_OP };
+enum {
+    OP_CONV_B,
+    OP_CONV_T,
+    OP_PREP_B,
+    OP_PREP_V,
+    OP_SCAN_B,
+    OP_SCAN_T,
+    OP_VERIFY,
+    OP_COMMIT,
+    OP_ROLLBACK,
+    N_OP
+};
 
 static const char *const OP_NAME[N_OP] = {
     "memra_ssm_conv1d_fused_decode_b_view",
@@ -191,13 +213,55 @@ static const char *const OP_NAME[N_OP] = {
     "memra_gdn_prep_decode_b_view",
     "memra_gdn_scan_s128_batched_view",
     "memra_gdn_scan_s128_tsnap",
+    "memra_gdn_verify",
+    "memra_gdn_journal_commit",
+    "memra_gdn_rollback",
 };
 
 /* Slot kinds per operation, in argument order: i input, t pointer table, o output, s optional
- * snapshot output. */
+ * output, u u32 counts, S snapshots (whose role depends on the mode). The 1.1 operations have
+ * the MemraVerifyArgs slices in field order: qkv, table, w, beta_raw, alpha, dt_bias, a,
+ * accepted, o, conv_outs, q_l2, k_l2, v_g, beta, g_log, snap_conv, snap_ssm; what each reads is
+ * in verify_roles(). */
+#define VERIFY_SLOTS "itiiiiiuossssssSS"
 static const char *const OP_SLOTS[N_OP] = {
-    "itio", "itios", "iiiiiooooo", "iiiiiooooo", "iiiiitto", "iiiiitos",
+    "itio",     "itios",      "iiiiiooooo", "iiiiiooooo", "iiiiitto",
+    "iiiiitos", VERIFY_SLOTS, VERIFY_SLOTS, VERIFY_SLOTS,
 };
+
+/* The slices of MemraVerifyArgs, by slot. */
+enum {
+    VS_QKV,
+    VS_TABLE,
+    VS_W,
+    VS_BETA_RAW,
+    VS_ALPHA,
+    VS_DT_BIAS,
+    VS_A,
+    VS_ACCEPTED,
+    VS_O,
+    VS_CONV_OUTS,
+    VS_Q_L2,
+    VS_K_L2,
+    VS_V_G,
+    VS_BETA,
+    VS_G_LOG,
+    VS_SNAP_CONV,
+    VS_SNAP_SSM,
+};
+
+/* What a 1.1 operation makes of a slot (call.role). */
+enum {
+    RO_REQ_IN,  /* a required input */
+    RO_REQ_OUT, /* a required output */
+    RO_OPT_OUT, /* an optional output: {NULL, 0} skips it */
+    RO_EMPTY,   /* must be {NULL, 0} */
+    RO_IGNORED, /* not read: anything goes */
+    RO_T1_SNAP, /* SNAPSHOTS mode with t = 1: no snapshot shape; see oracle_verify() */
+};
+
+/* MemraVerifyArgs.struct_size as drawn (call.size_kind). */
+enum { SZ_EXACT, SZ_LESS, SZ_ZERO, SZ_MORE, SZ_NULL_ARGS };
 
 /* Verdicts of the oracle. */
 enum {
@@ -205,6 +269,11 @@ enum {
     V_INVALID,     /* must be INVALID_ARGUMENT */
     V_UNSUPPORTED, /* must be UNSUPPORTED */
     V_REFUSE,      /* must be INVALID_ARGUMENT or UNSUPPORTED */
+    V_ABI,         /* must be ABI_MISMATCH */
+    V_EITHER,      /* OK or INVALID_ARGUMENT: a case the documentation leaves open (the call is
+                      still checked for memory safety) */
+    V_BAD_HANDLE,  /* INVALID_ARGUMENT, or ABI_MISMATCH for a struct too large: which of the two
+                      a library checks first is not documented */
 };
 
 typedef struct call {
@@ -224,6 +293,14 @@ typedef struct call {
     size_t target_bytes;
     /* Data buffers the call's views use (harness buffer indices), for pinning. */
     int uses[MAX_SLOTS];
+    /* The 1.1 operations: the MemraVerifyArgs fields beyond the shape, the role of every slot,
+     * the call's own count buffer (harness index, -1 for none) and the size of every table
+     * target (NULL: all target_bytes). */
+    uint32_t mode, order;
+    int size_kind;
+    char role[MAX_SLOTS];
+    int acc;
+    size_t *tsizes;
 } call;
 
 typedef struct fuzz {
@@ -241,8 +318,15 @@ static size_t slot_elem(const call *c, int s)
     return OP_SLOTS[c->op][s] == 't' ? sizeof(uint64_t) : sizeof(float);
 }
 
+static bool is_verify_op(int op)
+{
+    return op == OP_VERIFY || op == OP_COMMIT || op == OP_ROLLBACK;
+}
+
 static bool slot_output(const call *c, int s)
 {
+    if (is_verify_op(c->op))
+        return c->role[s] == RO_REQ_OUT || c->role[s] == RO_OPT_OUT;
     char k = OP_SLOTS[c->op][s];
     return k == 'o' || k == 's';
 }
@@ -282,6 +366,136 @@ static int new_data_buf(fuzz *f, size_t words, uint8_t seed)
 }
 
 /* ---- The oracle: the rules of docs/bad-input.md, written from that page ---- */
+
+/* What each 1.1 operation reads (abi/memra.h): the verify every slice but the counts outside
+ * JOURNAL mode and the snapshots outside SNAPSHOTS mode (which must then be empty); the commit
+ * the table, w, dt_bias, a and the counts; the rollback the table, the counts and the
+ * snapshots, as inputs. */
+static void verify_roles(call *c)
+{
+    for (int s = 0; s < c->n; s++) {
+        char role = RO_IGNORED;
+        if (c->op == OP_VERIFY) {
+            if (s == VS_ACCEPTED)
+                role = c->mode == MEMRA_VERIFY_MODE_JOURNAL ? RO_REQ_IN : RO_EMPTY;
+            else if (s == VS_SNAP_CONV || s == VS_SNAP_SSM)
+                role = c->mode != MEMRA_VERIFY_MODE_SNAPSHOTS ? RO_EMPTY
+                       : c->t >= 2                            ? RO_REQ_OUT
+                                                              : RO_T1_SNAP;
+            else if (s == VS_O)
+                role = RO_REQ_OUT;
+            else if (s > VS_O)
+                role = RO_OPT_OUT;
+            else
+                role = RO_REQ_IN;
+        } else if (c->op == OP_COMMIT) {
+            if (s == VS_TABLE || s == VS_W || s == VS_DT_BIAS || s == VS_A || s == VS_ACCEPTED)
+                role = RO_REQ_IN;
+        } else if (s == VS_TABLE || s == VS_ACCEPTED || s == VS_SNAP_CONV || s == VS_SNAP_SSM) {
+            role = RO_REQ_IN;
+        }
+        c->role[s] = role;
+    }
+}
+
+/* The elements each slot of a 1.1 call needs. */
+static void verify_needs(call *c, bool *ovf)
+{
+    size_t *n = c->need;
+    const size_t t = c->op == OP_COMMIT ? 0 : c->t;
+    const size_t pad = c->d_conv >= 1 ? c->d_conv - 1 : 0;
+    const size_t key = mul(S, c->num_k, ovf);
+    const size_t conv = add(mul(key, 2, ovf), mul(S, c->num_v, ovf), ovf);
+    const size_t rows = mul(c->b_n, t, ovf);
+    const size_t heads = mul(rows, c->num_v, ovf);
+    for (int s = 0; s < c->n; s++)
+        n[s] = 0;
+    n[VS_TABLE] = mul(c->b_n, 3, ovf);
+    n[VS_W] = mul(conv, c->d_conv, ovf);
+    n[VS_DT_BIAS] = n[VS_A] = c->num_v;
+    n[VS_ACCEPTED] = c->b_n;
+    if (c->op == OP_VERIFY) {
+        n[VS_QKV] = n[VS_CONV_OUTS] = mul(rows, conv, ovf);
+        n[VS_BETA_RAW] = n[VS_ALPHA] = n[VS_BETA] = n[VS_G_LOG] = heads;
+        n[VS_O] = n[VS_Q_L2] = n[VS_K_L2] = n[VS_V_G] = mul(heads, S, ovf);
+    }
+    if ((c->op == OP_VERIFY && c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS && t >= 2) ||
+        c->op == OP_ROLLBACK) {
+        const size_t snaps = mul(c->b_n, t >= 1 ? t - 1 : 0, ovf);
+        n[VS_SNAP_CONV] = mul(mul(snaps, conv, ovf), pad, ovf);
+        n[VS_SNAP_SSM] = mul(mul(snaps, c->num_v, ovf), S * S, ovf);
+    }
+}
+
+static int oracle_verify(call *c)
+{
+    bool bad = false, ovf = false, open = false;
+    if (c->size_kind == SZ_MORE)
+        return V_ABI;
+    if (c->size_kind != SZ_EXACT)
+        return V_INVALID;
+    if (c->op == OP_VERIFY)
+        bad |= c->mode > MEMRA_VERIFY_MODE_JOURNAL || c->order > MEMRA_HEAD_ORDER_GROUPED;
+    if (c->op == OP_COMMIT)
+        bad |= c->mode != MEMRA_VERIFY_MODE_JOURNAL || c->order > MEMRA_HEAD_ORDER_GROUPED;
+    if (c->op == OP_ROLLBACK)
+        bad |= c->mode != MEMRA_VERIFY_MODE_SNAPSHOTS;
+    bad |= c->num_k == 0 || c->num_v == 0 || c->b_n == 0;
+    if (c->num_k != 0)
+        bad |= c->num_v % c->num_k != 0;
+    bad |= c->d_conv < 1 || c->d_conv > MEMRA_D_CONV_MAX;
+    if (c->op != OP_COMMIT)
+        bad |= c->t == 0;
+    if (c->op != OP_ROLLBACK)
+        bad |= !isfinite(c->eps);
+    if (c->op == OP_VERIFY)
+        bad |= !isfinite(c->scale);
+    verify_needs(c, &ovf);
+    bad |= ovf;
+    for (int s = 0; s < c->n && !ovf; s++) {
+        const char role = c->role[s];
+        const bool empty = c->p[s] == 0 && c->len[s] == 0;
+        if (role == RO_IGNORED)
+            continue;
+        if (role == RO_EMPTY) {
+            bad |= !empty;
+            continue;
+        }
+        if (role == RO_T1_SNAP) {
+            /* SNAPSHOTS with t = 1: the snapshots have no shape, so a view is neither missing
+             * nor given in another mode; the header leaves it open. */
+            open |= !empty;
+            continue;
+        }
+        if (role == RO_OPT_OUT && empty)
+            continue;
+        size_t bytes;
+        bad |= c->p[s] == 0 && c->len[s] > 0;
+        bad |= c->len[s] < c->need[s];
+        bad |= c->p[s] % slot_elem(c, s) != 0;
+        bad |= __builtin_mul_overflow(c->need[s], slot_elem(c, s), &bytes) ||
+               c->p[s] + bytes < c->p[s];
+    }
+    /* Outputs must not share memory with any other slice the operation reads or writes. */
+    for (int s = 0; s < c->n && !ovf; s++) {
+        if (!slot_output(c, s) || c->p[s] == 0 || c->need[s] == 0)
+            continue;
+        uintptr_t lo = c->p[s], hi = lo + c->need[s] * slot_elem(c, s);
+        for (int o = 0; o < c->n; o++) {
+            const char role = c->role[o];
+            if (o == s || c->p[o] == 0 || c->need[o] == 0 || role == RO_IGNORED ||
+                role == RO_EMPTY || role == RO_T1_SNAP)
+                continue;
+            uintptr_t olo = c->p[o], ohi = olo + c->need[o] * slot_elem(c, o);
+            bad |= lo < ohi && olo < hi;
+        }
+    }
+    if (c->d_state != S)
+        return bad || c->d_state == 0 ? V_REFUSE : V_UNSUPPORTED;
+    if (bad)
+        return V_INVALID;
+    return open ? V_EITHER : V_OK;
+}
 
 static void op_needs(call *c, bool *ovf)
 {
@@ -331,6 +545,8 @@ static void op_needs(call *c, bool *ovf)
 
 static int oracle(call *c)
 {
+    if (is_verify_op(c->op))
+        return oracle_verify(c);
     bool bad = false, unsupported = false, ovf = false;
     size_t t = is_packed(c->op) ? c->t : 1;
     switch (c->op) {
@@ -414,12 +630,24 @@ static void check_status(const char *fn, int verdict, MemraStatus st)
                 verdict == V_OK            ? "OK"
                 : verdict == V_INVALID     ? "INVALID_ARGUMENT"
                 : verdict == V_UNSUPPORTED ? "UNSUPPORTED"
-                                           : "a refusal",
+                : verdict == V_ABI         ? "ABI_MISMATCH"
+                : verdict == V_EITHER      ? "OK or INVALID_ARGUMENT"
+                : verdict == V_REFUSE      ? "a refusal"
+                                           : "INVALID_ARGUMENT or ABI_MISMATCH",
                 memra_status_string(st), st == MEMRA_STATUS_OK ? "" : ": ",
                 st == MEMRA_STATUS_OK ? "" : memra_last_error_message());
     switch (verdict) {
     case V_OK:
         pass = st == MEMRA_STATUS_OK;
+        break;
+    case V_ABI:
+        pass = st == MEMRA_STATUS_ABI_MISMATCH;
+        break;
+    case V_EITHER:
+        pass = st == MEMRA_STATUS_OK || st == MEMRA_STATUS_INVALID_ARGUMENT;
+        break;
+    case V_BAD_HANDLE:
+        pass = st == MEMRA_STATUS_INVALID_ARGUMENT || st == MEMRA_STATUS_ABI_MISMATCH;
         break;
     case V_INVALID:
         pass = st == MEMRA_STATUS_INVALID_ARGUMENT;
@@ -436,7 +664,10 @@ static void check_status(const char *fn, int verdict, MemraStatus st)
                  verdict == V_OK            ? "success"
                  : verdict == V_INVALID     ? "INVALID_ARGUMENT"
                  : verdict == V_UNSUPPORTED ? "UNSUPPORTED"
-                                            : "a refusal");
+                 : verdict == V_ABI         ? "ABI_MISMATCH"
+                 : verdict == V_EITHER      ? "success or INVALID_ARGUMENT"
+                 : verdict == V_REFUSE      ? "a refusal"
+                                            : "INVALID_ARGUMENT or ABI_MISMATCH");
         die(fn, detail, st);
     }
     if (st != MEMRA_STATUS_OK && strstr(memra_last_error_message(), fn) == NULL)
@@ -449,7 +680,7 @@ static void read_view(fuzz *f, reader *r, call *c, int s, int own_table, int def
 {
     uint8_t sel = rd8(r), mode = rd8(r), k = rd8(r);
     size_t elem = slot_elem(c, s);
-    bool table = OP_SLOTS[c->op][s] == 't';
+    bool table = OP_SLOTS[c->op][s] == 't' || OP_SLOTS[c->op][s] == 'u';
     int bi;
     if (table)
         bi = own_table;
@@ -464,7 +695,13 @@ static void read_view(fuzz *f, reader *r, call *c, int s, int own_table, int def
      * entries would send its replays to garbage addresses. */
     if (!table && f->buf[bi].table && bi != c->tab[0] && bi != c->tab[1])
         bi = def_buf;
-    if (OP_SLOTS[c->op][s] == 's' && (mode & 0xC0) == 0xC0) {
+    /* Optional slots are left out on request; slots a 1.1 operation must find empty (or
+     * ignores) are left out unless asked for. */
+    bool drop = (OP_SLOTS[c->op][s] == 's' || OP_SLOTS[c->op][s] == 'S') && (mode & 0xC0) == 0xC0;
+    if (is_verify_op(c->op) &&
+        (c->role[s] == RO_EMPTY || c->role[s] == RO_IGNORED || c->role[s] == RO_T1_SNAP))
+        drop = (mode & 0xC0) != 0x80;
+    if (drop || bi < 0) {
         c->p[s] = 0;
         c->len[s] = 0;
         c->uses[s] = -1;
@@ -566,6 +803,72 @@ static void fill_table(fuzz *f, call *c, int idx, size_t target_bytes)
     c->target_bytes = target_bytes;
 }
 
+/* As fill_table, with the targets of column i (of three) exactly sizes[i] bytes long; `zero`
+ * marks the columns whose targets start zero-filled (journals: empty). */
+static void fill_table_columns(fuzz *f, call *c, int idx, const size_t sizes[3], const bool zero[3])
+{
+    size_t entries = f->buf[idx].bytes / sizeof(uint64_t);
+    uint64_t *host = malloc(entries * sizeof *host);
+    void **grown = realloc(c->targets, (c->n_targets + entries) * sizeof *grown);
+    size_t *grown_sizes = realloc(c->tsizes, (c->n_targets + entries) * sizeof *grown_sizes);
+    if (grown != NULL)
+        c->targets = grown;
+    if (grown_sizes != NULL)
+        c->tsizes = grown_sizes;
+    if (host == NULL || grown == NULL || grown_sizes == NULL)
+        abort();
+    for (size_t i = 0; i < entries; i++) {
+        const size_t bytes = sizes[i % 3] ? sizes[i % 3] : 1;
+        void *target = malloc(bytes);
+        if (target == NULL)
+            abort();
+        memset(target, zero[i % 3] ? 0 : 0x3c, bytes);
+        c->tsizes[c->n_targets] = bytes;
+        c->targets[c->n_targets++] = target;
+        host[i] = (uint64_t)(uintptr_t)target;
+    }
+    MemraSliceU64 src = {host, entries};
+    MemraSliceMutU64 dst = {(uint64_t *)(void *)f->buf[idx].ptr, entries};
+    MemraStatus st = memra_htod_u64_into(f->e, src, dst);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_htod_u64_into", "filling a table failed", st);
+    free(host);
+}
+
+/* The bytes of a table target of call `c` (entry `i` % 3 of a sequence's row). */
+static size_t target_size(const call *c, size_t i)
+{
+    if (c->tsizes != NULL)
+        return c->tsizes[i];
+    return c->target_bytes ? c->target_bytes : 1;
+}
+
+/* The three target sizes of an accepted 1.1 call: [ring, state, alternate state or journal];
+ * a commit's journals are the smallest a library can be handed (memra_gdn_journal_len with
+ * t_max = 1), a verify's exactly those of its t. Returns false when they are too big. */
+static bool verify_target_sizes(const call *c, size_t sizes[3], bool zero[3])
+{
+    bool ovf = false;
+    const size_t pad = c->d_conv - 1;
+    const size_t conv = add(mul(2 * S, c->num_k, &ovf), mul(S, c->num_v, &ovf), &ovf);
+    sizes[0] = mul(mul(conv, pad, &ovf), sizeof(float), &ovf);
+    sizes[1] = sizes[2] = mul(mul(c->num_v, S * S, &ovf), sizeof(float), &ovf);
+    zero[0] = zero[1] = zero[2] = false;
+    const bool journal =
+        c->op == OP_COMMIT || (c->op == OP_VERIFY && c->mode == MEMRA_VERIFY_MODE_JOURNAL);
+    if (journal) {
+        size_t words = 0;
+        MemraStatus st =
+            memra_gdn_journal_len(S, c->num_k, c->num_v, c->op == OP_COMMIT ? 1 : c->t, &words);
+        if (st != MEMRA_STATUS_OK)
+            return false;
+        sizes[2] = mul(words, sizeof(float), &ovf);
+        zero[2] = true;
+    }
+    return !ovf && sizes[0] <= ((size_t)64 << 20) && sizes[1] <= ((size_t)64 << 20) &&
+           sizes[2] <= ((size_t)64 << 20);
+}
+
 /* The bytes a table target must hold for the call's shape if it is accepted; 0 when no
  * accepted call could need more than a token allocation. */
 static size_t target_bytes_for(const call *c, bool *too_big)
@@ -592,11 +895,46 @@ static void free_call(fuzz *f, call *c)
         drop_buf(f, c->tab[i]);
         c->tab[i] = -1;
     }
+    if (c->acc >= 0) {
+        if (memra_free(f->e, f->buf[c->acc].ptr) != MEMRA_STATUS_OK)
+            die("memra_free", "freeing a count buffer failed", MEMRA_STATUS_INTERNAL);
+        drop_buf(f, c->acc);
+        c->acc = -1;
+    }
     for (size_t i = 0; i < c->n_targets; i++)
         free(c->targets[i]);
     free(c->targets);
+    free(c->tsizes);
     c->targets = NULL;
+    c->tsizes = NULL;
     c->n_targets = 0;
+}
+
+/* A count buffer of `entries` u32 for a 1.1 call, every element valid for fresh journals (0)
+ * or for a rollback of t rows (1 ..= t). Marked like a table: no other call may write it. */
+static int new_counts(fuzz *f, const call *c, size_t entries)
+{
+    MemraSliceMutU32 acc;
+    MemraStatus st = memra_alloc_u32(f->e, entries, MEMRA_ALLOC_INIT_ZEROED, &acc);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_alloc_u32", "a count allocation failed", st);
+    if (c->op == OP_ROLLBACK) {
+        uint32_t *host = malloc(entries * sizeof *host);
+        if (host == NULL)
+            abort();
+        const size_t t = c->t >= 1 && c->t < 1000 ? c->t : 1;
+        for (size_t i = 0; i < entries; i++)
+            host[i] = (uint32_t)(1 + i % t);
+        MemraSliceU32 src = {host, entries};
+        st = memra_htod_u32_into(f->e, src, acc);
+        if (st != MEMRA_STATUS_OK)
+            die("memra_htod_u32_into", "filling the counts failed", st);
+        free(host);
+    }
+    int idx = add_buf(f, acc.ptr, entries * sizeof(uint32_t), true);
+    if (idx < 0 && memra_free(f->e, acc.ptr) != MEMRA_STATUS_OK)
+        die("memra_free", "freeing fresh counts failed", MEMRA_STATUS_INTERNAL);
+    return idx;
 }
 
 /* Reads one operation call from the input. Returns false when the call cannot be set up
@@ -605,6 +943,7 @@ static bool read_call(fuzz *f, reader *r, call *c)
 {
     memset(c, 0, sizeof *c);
     c->tab[0] = c->tab[1] = -1;
+    c->acc = -1;
     c->op = rd8(r) % N_OP;
     c->engine = f->e;
     c->n = (int)strlen(OP_SLOTS[c->op]);
@@ -621,9 +960,27 @@ static bool read_call(fuzz *f, reader *r, call *c)
     c->eps = pick_float(r, 1e-6f);
     c->scale = pick_float(r, 0.08838834764831845f);
     uint8_t flags = rd8(r);
+    if (is_verify_op(c->op)) {
+        /* Mostly the operation's own mode and known head orders, sometimes anything. */
+        const uint8_t m = rd8(r), ob = rd8(r), z = rd8(r);
+        const uint32_t own = c->op == OP_COMMIT     ? MEMRA_VERIFY_MODE_JOURNAL
+                             : c->op == OP_ROLLBACK ? MEMRA_VERIFY_MODE_SNAPSHOTS
+                                                    : (uint32_t)(m % 3);
+        c->mode = m < 192 ? own : m < 240 ? (uint32_t)(m % 3) : m < 248 ? 3u : UINT32_MAX;
+        c->order = ob < 224 ? (uint32_t)(ob % 2) : ob < 240 ? 2u : UINT32_MAX;
+        c->size_kind = z < 224   ? SZ_EXACT
+                       : z < 230 ? SZ_LESS
+                       : z < 236 ? SZ_ZERO
+                       : z < 244 ? SZ_MORE
+                                 : SZ_NULL_ARGS;
+        verify_roles(c);
+    }
 
     bool ovf = false;
-    op_needs(c, &ovf);
+    if (is_verify_op(c->op))
+        verify_needs(c, &ovf);
+    else
+        op_needs(c, &ovf);
     /* Tables: the needed entries plus a few (capped: a longer need is refused anyway). */
     size_t entries = 1 + (flags & 3);
     for (int s = 0; s < c->n; s++)
@@ -639,14 +996,38 @@ static bool read_call(fuzz *f, reader *r, call *c)
             return false;
         }
     }
+    if (is_verify_op(c->op)) {
+        size_t counts = c->need[VS_ACCEPTED] < 64 ? c->need[VS_ACCEPTED] + (flags & 3) : 4;
+        c->acc = new_counts(f, c, counts ? counts : 1);
+        if (c->acc < 0) {
+            free_call(f, c);
+            return false;
+        }
+    }
     int tables_seen = 0;
     for (int s = 0; s < c->n; s++) {
         int own = -1;
         if (OP_SLOTS[c->op][s] == 't')
             own = c->tab[tables_seen++ == 0 || c->tab[1] < 0 ? 0 : 1];
+        if (OP_SLOTS[c->op][s] == 'u')
+            own = c->acc;
         read_view(f, r, c, s, own, s % DEFAULT_BUFS);
     }
     c->verdict = oracle(c);
+    if (is_verify_op(c->op)) {
+        /* Targets of exactly a ring, a state and a state or an empty journal for a call that
+         * may run; a token allocation for one that must be refused. */
+        size_t sizes[3] = {64, 64, 64};
+        bool zero[3] = {false, false, true};
+        const bool runs = c->verdict == V_OK || c->verdict == V_EITHER;
+        if (runs && (!verify_target_sizes(c, sizes, zero) ||
+                     mul(entries, sizes[0] + sizes[1] + sizes[2], &ovf) > ((size_t)32 << 20))) {
+            free_call(f, c);
+            return false;
+        }
+        fill_table_columns(f, c, c->tab[0], sizes, zero);
+        return true;
+    }
 
     /* Table targets: for a call that may run, exactly the shape's size; for one that must be
      * refused, a token allocation (if the library ran it anyway, the sanitizers would say). */
@@ -670,8 +1051,65 @@ static bool read_call(fuzz *f, reader *r, call *c)
     return true;
 }
 
+/* The MemraVerifyArgs of a 1.1 call, on the heap and exactly as large as its struct_size says
+ * where that is larger than this header's struct (so that a library reading past what it knows
+ * is seen); NULL for the calls that pass no struct. Free it with free(). */
+static MemraVerifyArgs *verify_args(const call *c)
+{
+    if (c->size_kind == SZ_NULL_ARGS)
+        return NULL;
+    const size_t size = sizeof(MemraVerifyArgs) + (c->size_kind == SZ_MORE ? 8 : 0);
+    MemraVerifyArgs *a = calloc(1, size);
+    if (a == NULL || memra_verify_args_init(a) != MEMRA_STATUS_OK)
+        abort();
+    a->struct_size = c->size_kind == SZ_MORE   ? size
+                     : c->size_kind == SZ_LESS ? sizeof *a - 1
+                     : c->size_kind == SZ_ZERO ? 0
+                                               : sizeof *a;
+    a->mode = c->mode;
+    a->head_order = c->order;
+    a->d_state = c->d_state;
+    a->num_k = c->num_k;
+    a->num_v = c->num_v;
+    a->d_conv = c->d_conv;
+    a->t = c->t;
+    a->b_n = c->b_n;
+    a->eps = c->eps;
+    a->scale = c->scale;
+#define VI(i) ((MemraSliceF32){(const float *)c->p[i], c->len[i]})
+#define VO(i) ((MemraSliceMutF32){(float *)c->p[i], c->len[i]})
+    a->qkv = VI(VS_QKV);
+    a->table = (MemraSliceU64){(const uint64_t *)c->p[VS_TABLE], c->len[VS_TABLE]};
+    a->w = VI(VS_W);
+    a->beta_raw = VI(VS_BETA_RAW);
+    a->alpha = VI(VS_ALPHA);
+    a->dt_bias = VI(VS_DT_BIAS);
+    a->a = VI(VS_A);
+    a->accepted = (MemraSliceU32){(const uint32_t *)c->p[VS_ACCEPTED], c->len[VS_ACCEPTED]};
+    a->o = VO(VS_O);
+    a->conv_outs = VO(VS_CONV_OUTS);
+    a->q_l2 = VO(VS_Q_L2);
+    a->k_l2 = VO(VS_K_L2);
+    a->v_g = VO(VS_V_G);
+    a->beta = VO(VS_BETA);
+    a->g_log = VO(VS_G_LOG);
+    a->snap_conv = VO(VS_SNAP_CONV);
+    a->snap_ssm = VO(VS_SNAP_SSM);
+#undef VI
+#undef VO
+    return a;
+}
+
 static MemraStatus invoke(const call *c, MemraEngine *e)
 {
+    if (is_verify_op(c->op)) {
+        MemraVerifyArgs *a = verify_args(c);
+        MemraStatus st = c->op == OP_VERIFY   ? memra_gdn_verify(e, a)
+                         : c->op == OP_COMMIT ? memra_gdn_journal_commit(e, a)
+                                              : memra_gdn_rollback(e, a);
+        free(a);
+        return st;
+    }
 #define FI(i) ((MemraSliceF32){(const float *)c->p[i], c->len[i]})
 #define FO(i) ((MemraSliceMutF32){(float *)c->p[i], c->len[i]})
 #define UI(i) ((MemraSliceU64){(const uint64_t *)c->p[i], c->len[i]})
@@ -715,8 +1153,8 @@ static size_t memory_bytes(const fuzz *f, const call *c)
     size_t n = 0;
     for (int i = 0; i < f->nbuf; i++)
         n += f->buf[i].bytes;
-    if (c != NULL)
-        n += c->n_targets * (c->target_bytes ? c->target_bytes : 1);
+    for (size_t i = 0; c != NULL && i < c->n_targets; i++)
+        n += target_size(c, i);
     return n;
 }
 
@@ -734,7 +1172,7 @@ static void take(const fuzz *f, const call *c, shot *sh)
         at += f->buf[i].bytes;
     }
     for (size_t i = 0; c != NULL && i < c->n_targets; i++) {
-        size_t b = c->target_bytes ? c->target_bytes : 1;
+        size_t b = target_size(c, i);
         memcpy(sh->data + at, c->targets[i], b);
         at += b;
     }
@@ -751,7 +1189,7 @@ static void compare(const fuzz *f, const call *c, shot *sh, const char *fn)
         at += f->buf[i].bytes;
     }
     for (size_t i = 0; c != NULL && i < c->n_targets; i++) {
-        size_t b = c->target_bytes ? c->target_bytes : 1;
+        size_t b = target_size(c, i);
         if (memcmp(sh->data + at, c->targets[i], b) != 0)
             die(fn, "a refused call changed memory behind a table entry", MEMRA_STATUS_INTERNAL);
         at += b;
@@ -780,6 +1218,8 @@ enum {
     CMD_SYNC,
     CMD_BAD_HANDLE,
     CMD_ENGINE_DESTROY,
+    CMD_BAD_COUNT,
+    CMD_JOURNAL_LEN,
     N_CMD
 };
 
@@ -789,7 +1229,7 @@ static void cmd_op(fuzz *f, reader *r)
     if (!read_call(f, r, &c))
         return;
     shot sh = {0};
-    bool look = c.verdict != V_OK && affordable(f, &c);
+    bool look = c.verdict != V_OK && c.verdict != V_EITHER && affordable(f, &c);
     if (look)
         take(f, &c, &sh);
     MemraStatus st = invoke(&c, f->e);
@@ -801,7 +1241,8 @@ static void cmd_op(fuzz *f, reader *r)
 
 static void cmd_alloc(fuzz *f, reader *r)
 {
-    bool u64 = rd8(r) & 1;
+    const uint8_t kind = rd8(r);
+    bool u64 = kind & 1, u32 = !u64 && (kind & 2);
     size_t elem = u64 ? sizeof(uint64_t) : sizeof(float);
     size_t len = pick(r, 256);
     uint8_t init_byte = rd8(r);
@@ -818,12 +1259,19 @@ static void cmd_alloc(fuzz *f, reader *r)
         MemraSliceMutU64 out;
         st = memra_alloc_u64(f->e, len, init, &out);
         ptr = out.ptr;
+    } else if (u32) {
+        MemraSliceMutU32 out;
+        st = memra_alloc_u32(f->e, len, init, &out);
+        ptr = out.ptr;
     } else {
         MemraSliceMutF32 out;
         st = memra_alloc_f32(f->e, len, init, &out);
         ptr = out.ptr;
     }
-    check_status(u64 ? "memra_alloc_u64" : "memra_alloc_f32", valid ? V_OK : V_INVALID, st);
+    check_status(u64   ? "memra_alloc_u64"
+                 : u32 ? "memra_alloc_u32"
+                       : "memra_alloc_f32",
+                 valid ? V_OK : V_INVALID, st);
     if (st != MEMRA_STATUS_OK)
         return;
     memset(ptr, init_byte, bytes);
@@ -880,7 +1328,8 @@ static void cmd_copy(fuzz *f, reader *r, bool to_device)
     hbuf *b = &f->buf[i];
     if (b->ptr == NULL || b->table)
         return;
-    bool u64 = rd8(r) & 1;
+    const uint8_t kind = rd8(r);
+    bool u64 = kind & 1, u32 = !u64 && (kind & 2);
     size_t elem = u64 ? sizeof(uint64_t) : sizeof(float);
     size_t host_bytes = 8 * (size_t)(rd8(r) + 1);
     unsigned char *host = malloc(host_bytes);
@@ -921,8 +1370,12 @@ static void cmd_copy(fuzz *f, reader *r, bool to_device)
                (sp != 0 && sp % elem) || (dst != 0 && dst % elem);
     if (!bad && slen > 0 && sp < dst + slen * elem && dst < sp + slen * elem)
         bad = true;
-    const char *fn = to_device ? (u64 ? "memra_htod_u64_into" : "memra_htod_f32_into")
-                               : (u64 ? "memra_dtoh_u64" : "memra_dtoh_f32");
+    const char *fn = to_device ? (u64   ? "memra_htod_u64_into"
+                                  : u32 ? "memra_htod_u32_into"
+                                        : "memra_htod_f32_into")
+                               : (u64   ? "memra_dtoh_u64"
+                                  : u32 ? "memra_dtoh_u32"
+                                        : "memra_dtoh_f32");
     shot sh = {0};
     unsigned char *host_copy = malloc(host_bytes);
     if (host_copy == NULL)
@@ -935,6 +1388,10 @@ static void cmd_copy(fuzz *f, reader *r, bool to_device)
         MemraSliceU64 s = {(const uint64_t *)sp, slen};
         MemraSliceMutU64 d = {(uint64_t *)dst, dlen2};
         st = to_device ? memra_htod_u64_into(f->e, s, d) : memra_dtoh_u64(f->e, s, d);
+    } else if (u32) {
+        MemraSliceU32 s = {(const uint32_t *)sp, slen};
+        MemraSliceMutU32 d = {(uint32_t *)dst, dlen2};
+        st = to_device ? memra_htod_u32_into(f->e, s, d) : memra_dtoh_u32(f->e, s, d);
     } else {
         MemraSliceF32 s = {(const float *)sp, slen};
         MemraSliceMutF32 d = {(float *)dst, dlen2};
@@ -948,6 +1405,89 @@ static void cmd_copy(fuzz *f, reader *r, bool to_device)
     }
     free(host_copy);
     free(host);
+}
+
+/* A valid journal verify, commit or rollback with one bad count written into its counts (above
+ * the rows a fresh journal holds, or 0 / above t for a rollback): it must be accepted, the next
+ * synchronisation must report it naming the operation, that sequence's ring, state and third
+ * table target must not change, and the engine must stay usable. */
+static void cmd_bad_count(fuzz *f, reader *r)
+{
+    call c;
+    if (!read_call(f, r, &c))
+        return;
+    const bool counted = c.op == OP_COMMIT || c.op == OP_ROLLBACK ||
+                         (c.op == OP_VERIFY && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
+    const uint8_t which = rd8(r), how = rd8(r);
+    /* The table view may start anywhere in the call's table: sequence b's row is entries
+     * first + 3b .. first + 3b + 2 of it. */
+    const size_t first =
+        c.tab[0] >= 0 ? (c.p[VS_TABLE] - (uintptr_t)f->buf[c.tab[0]].ptr) / sizeof(uint64_t) : 0;
+    if (c.verdict != V_OK || !counted || c.b_n > 64 || c.n_targets < first + 3 * c.b_n) {
+        free_call(f, &c);
+        return;
+    }
+    const size_t b = which % c.b_n, row = first + 3 * b;
+    uint32_t bad;
+    if (c.op == OP_ROLLBACK)
+        bad = how % 3 == 0 ? 0 : how % 3 == 1 ? (uint32_t)c.t + 1 : UINT32_MAX;
+    else
+        bad = how % 2 == 0 ? 1u + how % 16u : UINT32_MAX;
+    MemraSliceU32 src = {&bad, 1};
+    MemraSliceMutU32 dst = {(uint32_t *)c.p[VS_ACCEPTED] + b, 1};
+    MemraStatus st = memra_htod_u32_into(f->e, src, dst);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_htod_u32_into", "writing a bad count failed", st);
+    unsigned char *before[3];
+    for (int i = 0; i < 3; i++) {
+        const size_t bytes = target_size(&c, row + (size_t)i);
+        before[i] = malloc(bytes);
+        if (before[i] == NULL)
+            abort();
+        memcpy(before[i], c.targets[row + (size_t)i], bytes);
+    }
+    check_status(OP_NAME[c.op], V_OK, invoke(&c, f->e));
+    st = memra_engine_synchronize(f->e);
+    if (st != MEMRA_STATUS_INVALID_ARGUMENT)
+        die(OP_NAME[c.op], "a bad count must be reported by the next synchronisation", st);
+    if (strstr(memra_last_error_message(), OP_NAME[c.op]) == NULL)
+        die(OP_NAME[c.op], "the report of a bad count does not name the operation", st);
+    for (int i = 0; i < 3; i++) {
+        if (memcmp(before[i], c.targets[row + (size_t)i], target_size(&c, row + (size_t)i)))
+            die(OP_NAME[c.op], "a bad count changed its sequence's buffers", st);
+        free(before[i]);
+    }
+    check_status("memra_engine_synchronize", V_OK, memra_engine_synchronize(f->e));
+    free_call(f, &c);
+}
+
+/* memra_gdn_journal_len with drawn arguments. The journal's layout is the library's, so the
+ * oracle knows only a lower bound of the length: far below size_t's range the call must
+ * succeed, far above it it must be refused, and in between either is right. */
+static void cmd_journal_len(reader *r)
+{
+    const size_t d_state = pick(r, S), num_k = pick(r, 1), num_v = pick(r, num_k),
+                 t_max = pick(r, 2);
+    const bool null_out = rd8(r) == 255;
+    bool ovf = false;
+    const size_t conv = add(mul(2 * S, num_k, &ovf), mul(S, num_v, &ovf), &ovf);
+    const size_t low = mul(add(conv, 2 * num_v, &ovf), t_max, &ovf);
+    int verdict;
+    if (null_out || num_k == 0 || num_v == 0 || t_max == 0 || (num_k && num_v % num_k))
+        verdict = d_state != S ? V_REFUSE : V_INVALID;
+    else if (d_state != S)
+        verdict = d_state == 0 ? V_REFUSE : V_UNSUPPORTED;
+    else if (ovf || low > SIZE_MAX / sizeof(float))
+        verdict = V_INVALID;
+    else if (low < ((size_t)1 << 48))
+        verdict = V_OK;
+    else
+        verdict = V_EITHER;
+    size_t out = 0x5e7e5e7e;
+    MemraStatus st = memra_gdn_journal_len(d_state, num_k, num_v, t_max, null_out ? NULL : &out);
+    check_status("memra_gdn_journal_len", verdict, st);
+    if (st != MEMRA_STATUS_OK && out != 0x5e7e5e7e)
+        die("memra_gdn_journal_len", "a refused call wrote *out_len", st);
 }
 
 /* A step that replays prepared calls, optionally misbehaving. */
@@ -1040,6 +1580,10 @@ static void cmd_capture(fuzz *f, reader *r)
     for (int i = 0; i < n; i++) {
         if (!read_call(f, r, &calls[made]))
             continue;
+        if (calls[made].verdict == V_EITHER) {
+            free_call(f, &calls[made]);
+            continue;
+        }
         all_ok &= calls[made].verdict == V_OK;
         made++;
     }
@@ -1131,7 +1675,8 @@ static void cmd_dead_handle(fuzz *f, reader *r, uint8_t which)
         call c;
         if (!read_call(f, r, &c))
             return;
-        check_status(OP_NAME[c.op], V_INVALID, invoke(&c, dead));
+        check_status(OP_NAME[c.op], c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID,
+                     invoke(&c, dead));
         free_call(f, &c);
         break;
     }
@@ -1185,7 +1730,7 @@ static void cmd_bad_handle(fuzz *f, reader *r)
         call c;
         if (!read_call(f, r, &c))
             return;
-        check_status(OP_NAME[c.op], V_INVALID, invoke(&c, e));
+        check_status(OP_NAME[c.op], c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID, invoke(&c, e));
         free_call(f, &c);
         break;
     }
@@ -1283,6 +1828,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case CMD_ENGINE_DESTROY:
             cmd_engine_destroy(&f);
             break;
+        case CMD_BAD_COUNT:
+            cmd_bad_count(&f, &r);
+            break;
+        case CMD_JOURNAL_LEN:
+            cmd_journal_len(&r);
+            break;
         }
     }
 
@@ -1297,6 +1848,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t k = 0; k < c->n_targets; k++)
                 free(c->targets[k]);
             free(c->targets);
+            free(c->tsizes);
         }
     }
     check_status("memra_engine_destroy", V_OK, memra_engine_destroy(f.e));
