@@ -145,4 +145,51 @@ static __device__ __forceinline__ void scan_row_step(float (&s)[SCAN_NC][SCAN_EL
     }
 }
 
+/*
+ * The same row in two halves, for a caller that overlaps consecutive rows: row r + 1's kv reads
+ * the state that row r's update leaves, as row r's at does, so the two sums can be in flight
+ * together. scan_row_kv computes a row's kv (the contract's first sum); scan_row_rest runs the
+ * row's update, at and outputs from that kv exactly as scan_row_step does (same operations on
+ * the same values), and, when `has_next`, the next row's kv from its k (`k_next`) into kv_next.
+ */
+static __device__ __forceinline__ void scan_row_kv(const float (&s)[SCAN_NC][SCAN_ELEMS],
+                                                   const float *k, unsigned j, float (&kv)[SCAN_NC])
+{
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++)
+        kv[n] = column_sum(s[n], k, j);
+}
+
+template <bool VEC>
+static __device__ __forceinline__ void
+scan_row_rest(float (&s)[SCAN_NC][SCAN_ELEMS], const scan_row &in, const float (&kv)[SCAN_NC],
+              unsigned j, float scale, float *op, float *sn, bool has_next,
+              const float (&k_next)[SCAN_ELEMS], float (&kv_next)[SCAN_NC])
+{
+    const float gd = expf(in.g);
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++) {
+        const float delta = __fmul_rn(__fmaf_rn(-gd, kv[n], in.v[n]), in.beta);
+#pragma unroll
+        for (int e = 0; e < SCAN_ELEMS; e++)
+            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(in.k[e], delta));
+    }
+    float at[SCAN_NC];
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++) {
+        at[n] = column_sum(s[n], in.q, j);
+        if (has_next)
+            kv_next[n] = column_sum(s[n], k_next, j);
+    }
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++)
+        if (j == 0 && op != nullptr)
+            op[n] = __fmul_rn(at[n], scale);
+    if (sn != nullptr) {
+#pragma unroll
+        for (int n = 0; n < SCAN_NC; n++)
+            store_column<VEC>(sn + n * MEMRA__S, s[n]);
+    }
+}
+
 #endif /* MEMRA_GDN_SCAN_CUH */

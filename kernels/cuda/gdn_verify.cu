@@ -43,6 +43,10 @@
  * no final state. Finally the new rows become the journal.
  */
 #include <stdint.h>
+#include <stdlib.h>
+
+#include <cooperative_groups.h>
+#include <cuda/atomic>
 
 #include "gdn_common.cuh"
 #include "gdn_math.cuh"
@@ -52,6 +56,10 @@
 #define VERIFY_THREADS SCAN_THREADS
 /* Rows staged in shared memory at a time. */
 #define VERIFY_CHUNK 8
+/* Blocks per multiprocessor the register allocation must allow. */
+#ifndef VERIFY_MIN_BLOCKS
+#define VERIFY_MIN_BLOCKS 4
+#endif
 /* Channels a block convolves: q and k of its key head, v of its columns. */
 #define VERIFY_QK (2 * MEMRA__S)
 #define VERIFY_CHANNELS (VERIFY_QK + SCAN_COLS)
@@ -87,46 +95,86 @@ static __device__ void record_error(memra__dev_error *err, uint32_t *claim, uint
     __threadfence_system();
 }
 
-/* The shared memory of one block: a chunk of rows, the channels in the order q | k | v. The
- * same words hold the raw inputs, then the conv outputs, then (q and k normalised in place) the
- * scan's inputs. */
+/*
+ * The shared memory of one block, channels in the order q | k | v (local channel l: q channel
+ * l, k channel l - 128, v channel l - 256 of the block's columns). `raw` holds the conv's
+ * inputs: PAD ring slots, then the chunk's rows, so that the window of row rr of local channel
+ * l is raw[rr .. rr + PAD][l] and every (channel, row) output can be computed on its own. `x`
+ * holds the conv outputs, then (q and k normalised in place) the scan's inputs.
+ */
 typedef struct verify_smem {
+    float raw[VERIFY_CHUNK + MEMRA__D_CONV_MAX - 1][VERIFY_CHANNELS];
     float x[VERIFY_CHUNK][VERIFY_CHANNELS];
     float beta_raw[VERIFY_CHUNK], alpha[VERIFY_CHUNK];
     float beta[VERIFY_CHUNK], g_log[VERIFY_CHUNK];
     unsigned last;
 } verify_smem;
 
-/* One channel's conv state: window and weights (zero beyond d_conv), as ssm_conv1d.cu has. */
-template <int DCONV> struct conv_channel {
-    float win[MEMRA__D_CONV_MAX];
+/* The conv outputs of local channel l for rows 0 .. nr-1 of the chunk into x, each from its own
+ * window (raw rows rr .. rr + PAD) through gdn_math.cuh's conv row: the rows are independent, so
+ * their arithmetic chains overlap. */
+template <int DCONV>
+static __device__ __forceinline__ void conv_rows(verify_smem &sm, const float *w, size_t c,
+                                                 unsigned l, unsigned nr)
+{
+    constexpr int PAD = DCONV - 1;
     float w8[MEMRA__D_CONV_MAX];
-
-    __device__ __forceinline__ void load(const float *w, const float *ring, size_t c)
-    {
-        constexpr int PAD = DCONV - 1;
 #pragma unroll
-        for (int j = 0; j < MEMRA__D_CONV_MAX; j++) {
-            w8[j] = j < DCONV ? w[c * DCONV + j] : 0.0f;
-            win[j] = (j < PAD) ? ring[c * PAD + j] : 0.0f;
+    for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
+        w8[j] = j < DCONV ? w[c * DCONV + j] : 0.0f;
+#pragma unroll
+    for (unsigned rr = 0; rr < VERIFY_CHUNK; rr++) {
+        if (rr < nr) {
+            float win[MEMRA__D_CONV_MAX];
+#pragma unroll
+            for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
+                win[j] = j <= PAD ? sm.raw[rr + j][l] : 0.0f;
+            sm.x[rr][l] = memra__conv_row<PAD>(win, w8);
         }
     }
-    __device__ __forceinline__ float row(float x)
-    {
-        win[DCONV - 1] = x;
-        return memra__conv_row<DCONV - 1>(win, w8);
-    }
-    /* The ring after the last row: slots 0 .. PAD-1 of the window. */
-    __device__ __forceinline__ void store_ring(float *dst) const
-    {
+}
+
+/* The ring after row rr of the chunk (raw rows rr + 1 .. rr + PAD) of local channel l, to
+ * dst[0 .. PAD-1]. */
+template <int PAD>
+static __device__ __forceinline__ void ring_after(const verify_smem &sm, unsigned rr, unsigned l,
+                                                  float *dst)
+{
 #pragma unroll
-        for (int j = 0; j < DCONV - 1; j++)
-            dst[j] = win[j];
+    for (int j = 0; j < PAD; j++)
+        dst[j] = sm.raw[rr + 1 + j][l];
+}
+
+/* This thread's state columns, 16- or 4-byte accesses. */
+static __device__ __forceinline__ void load_state(float (&s)[SCAN_NC][SCAN_ELEMS], const float *p,
+                                                  bool vec)
+{
+#pragma unroll
+    for (int nn = 0; nn < SCAN_NC; nn++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            if (vec)
+                load4<true>(s[nn] + 4 * r, p + nn * MEMRA__S + r * MEMRA__LANES);
+            else
+                load4<false>(s[nn] + 4 * r, p + nn * MEMRA__S + r * MEMRA__LANES);
+        }
+}
+
+static __device__ __forceinline__ void store_state(float *p, const float (&s)[SCAN_NC][SCAN_ELEMS],
+                                                   bool vec)
+{
+#pragma unroll
+    for (int nn = 0; nn < SCAN_NC; nn++) {
+        if (vec)
+            store_column<true>(p + nn * MEMRA__S, s[nn]);
+        else
+            store_column<false>(p + nn * MEMRA__S, s[nn]);
     }
-};
+}
 
 template <int DCONV, bool VEC>
-__global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra__verify_args a)
+__global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
+    gdn_verify_kernel(const memra__verify_args a)
 {
     constexpr int PAD = DCONV - 1;
     __shared__ __align__(16) verify_smem sm;
@@ -173,8 +221,29 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
     }
     const size_t rows = n + t;
 
-    /* The state columns of this thread (gdn_scan.cu's layout), loaded first so that their
-     * latency overlaps the conv and prep of the first chunk. */
+    /* This thread's channels: q and k channel tid of key head kh and (tid < 32) v channel
+     * c0 + tid of head h; their places in shared memory are tid, 128 + tid and 256 + tid. */
+    const size_t ch_q = kh * MEMRA__S + tid;
+    const size_t ch_k = key_dim + kh * MEMRA__S + tid;
+    const bool has_v = tid < SCAN_COLS;
+    const size_t ch_v = 2 * key_dim + h * MEMRA__S + c0 + (has_v ? tid : 0);
+
+    /* The rings of the block's channels, staged as the first PAD rows of raw: three
+     * contiguous runs of device memory (q, k and v channels), read by consecutive threads. */
+    if (PAD > 0) {
+        const float *rq = ring + kh * MEMRA__S * PAD;
+        const float *rk = ring + (key_dim + kh * MEMRA__S) * PAD;
+        const float *rv = ring + (2 * key_dim + h * MEMRA__S + c0) * PAD;
+        constexpr int PADD = PAD > 0 ? PAD : 1; /* PAD as a divisor */
+        for (int i = (int)tid; i < MEMRA__S * PAD; i += VERIFY_THREADS) {
+            sm.raw[i % PADD][i / PADD] = rq[i];
+            sm.raw[i % PADD][MEMRA__S + i / PADD] = rk[i];
+        }
+        for (int i = (int)tid; i < SCAN_COLS * PAD; i += VERIFY_THREADS)
+            sm.raw[i % PADD][VERIFY_QK + i / PADD] = rv[i];
+    }
+
+    /* The state columns of this thread (gdn_scan.cu's layout). */
     const unsigned j = tid % SCAN_GROUP;
     const unsigned cl = tid / SCAN_GROUP * SCAN_NC; /* first column, relative to c0 */
     const size_t head_words = (size_t)MEMRA__S * MEMRA__S;
@@ -182,66 +251,58 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
     const size_t col = h * head_words + (size_t)(c0 + cl) * MEMRA__S + 4 * j;
     const bool state_vec = ((((uintptr_t)state_in | (uintptr_t)state_out) & 15u) == 0);
     float s[SCAN_NC][SCAN_ELEMS];
-#pragma unroll
-    for (int nn = 0; nn < SCAN_NC; nn++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            if (state_vec)
-                load4<true>(s[nn] + 4 * r, state_in + col + nn * MEMRA__S + r * MEMRA__LANES);
-            else
-                load4<false>(s[nn] + 4 * r, state_in + col + nn * MEMRA__S + r * MEMRA__LANES);
-        }
 
-    /* The channels of this thread: q and k channel tid of key head kh, and (tid < 32) v
-     * channel c0 + tid of head h. */
-    const size_t ch_q = kh * MEMRA__S + tid;
-    const size_t ch_k = key_dim + kh * MEMRA__S + tid;
-    const bool has_v = tid < SCAN_COLS;
-    const size_t ch_v = 2 * key_dim + h * MEMRA__S + c0 + (has_v ? tid : 0);
-    conv_channel<DCONV> cq, ck, cv;
-    cq.load(a.w, ring, ch_q);
-    ck.load(a.w, ring, ch_k);
-    if (has_v)
-        cv.load(a.w, ring, ch_v);
-
-    /* Counts this block in as a reader of the key head's shared data (see the header comment);
-     * sm.last tells whether it was the last. Every thread fences its own reads first, so that
-     * they are complete before the count can let a writer proceed. */
+    /*
+     * Counting in as a reader of the key head's shared data (see the header comment). Every
+     * shared value this block reads (rings, journal rows, the header word) has reached a
+     * register that was used or shared memory before the barrier, so none of those reads can
+     * still be outstanding; thread 0's acquire-release increment then orders them before any
+     * write the last reader makes, and orders the last reader's writes after everyone's reads.
+     * The state is loaded only after the count when that comes in the first chunk, so that the
+     * release does not wait for the state's HBM latency, which then overlaps the conv and prep.
+     */
     const unsigned readers = (unsigned)(ratio * SCAN_BLOCKS_PER_HEAD);
-    bool counted = false;
+    bool counted = false, state_loaded = false;
     auto count_in = [&]() {
-        __threadfence();
         __syncthreads();
         if (tid == 0) {
-            unsigned *cnt = a.counters + b * a.num_k + kh;
-            const unsigned before = atomicAdd(cnt, 1u);
+            cuda::atomic_ref<unsigned, cuda::thread_scope_device> cnt(a.counters[b * a.num_k + kh]);
+            const unsigned before = cnt.fetch_add(1u, cuda::memory_order_acq_rel);
             const bool last = before + 1 == readers;
             if (last)
-                atomicExch(cnt, 0u);
-            __threadfence();
+                cnt.store(0u, cuda::memory_order_relaxed);
             sm.last = last ? 1u : 0u;
         }
         __syncthreads();
         counted = true;
     };
-    if (n == 0)
-        count_in();
+    /* A fold longer than one chunk reads journal rows after the first chunk's scan has begun:
+     * the state must be there first. */
+    if (n > VERIFY_CHUNK) {
+        load_state(s, state_in + col, state_vec);
+        state_loaded = true;
+    }
 
-    /* Where the new rows' outputs go. */
     const size_t x_base = b * t; /* row index of new row 0 in [b_n, t, ...] */
 
-    for (size_t r0 = 0; r0 < rows; r0 += VERIFY_CHUNK) {
-        const size_t nr = rows - r0 < VERIFY_CHUNK ? rows - r0 : VERIFY_CHUNK;
+    for (size_t r0 = 0; r0 < rows || !counted; r0 += VERIFY_CHUNK) {
+        const size_t nr = r0 >= rows ? 0 : rows - r0 < VERIFY_CHUNK ? rows - r0 : VERIFY_CHUNK;
 
-        /* Stage the chunk's raw inputs: journal rows below n, new rows from n. */
-        for (size_t rr = 0; rr < nr; rr++) {
-            const size_t gr = r0 + rr;
-            const float *src =
-                gr < n ? jr + jhdr + gr * jrow : a.qkv + (x_base + (gr - n)) * conv_dim;
-            sm.x[rr][tid] = src[ch_q];
-            sm.x[rr][MEMRA__S + tid] = src[ch_k];
-            if (has_v)
-                sm.x[rr][VERIFY_QK + tid] = src[ch_v];
+        /* Stage the chunk's raw inputs: journal rows below n, new rows from n. The loop has a
+         * fixed trip count so that all its loads are in flight at once. */
+#pragma unroll
+        for (unsigned rr = 0; rr < VERIFY_CHUNK; rr++) {
+            if (rr < nr) {
+                const size_t gr = r0 + rr;
+                const float *src =
+                    gr < n ? jr + jhdr + gr * jrow : a.qkv + (x_base + (gr - n)) * conv_dim;
+                const float xq = src[ch_q], xk = src[ch_k];
+                const float xv = has_v ? src[ch_v] : 0.0f;
+                sm.raw[PAD + rr][tid] = xq;
+                sm.raw[PAD + rr][MEMRA__S + tid] = xk;
+                if (has_v)
+                    sm.raw[PAD + rr][VERIFY_QK + tid] = xv;
+            }
         }
         if (tid < nr) {
             const size_t gr = r0 + tid;
@@ -257,50 +318,66 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
         }
         if (!counted && r0 + nr >= n)
             count_in();
+        else
+            __syncthreads();
+        if (!state_loaded) {
+            load_state(s, state_in + col, state_vec);
+            state_loaded = true;
+        }
+        if (nr == 0)
+            break;
         const bool last = counted && sm.last != 0;
 
-        /* Conv, channel by channel over the chunk's rows. At the journal boundary (after row
-         * n - 1) the windows are the folded ring; after the last row, the final ring. */
-        for (size_t rr = 0; rr < nr; rr++) {
+        /* Conv of the chunk's rows: this thread's three channels (gdn_math.cuh's row), then
+         * the rings the rows leave, which are windows of raw: after each new row for the
+         * snapshots, after row n - 1 for a journal's folded ring (n == 0 leaves the ring as it
+         * is), after the last row for the final ring. */
+        conv_rows<DCONV>(sm, a.w, ch_q, tid, nr);
+        conv_rows<DCONV>(sm, a.w, ch_k, MEMRA__S + tid, nr);
+        if (has_v)
+            conv_rows<DCONV>(sm, a.w, ch_v, VERIFY_QK + tid, nr);
+        for (unsigned rr = 0; rr < nr; rr++) {
             const size_t gr = r0 + rr;
-            const float yq = cq.row(sm.x[rr][tid]);
-            const float yk = ck.row(sm.x[rr][MEMRA__S + tid]);
-            const float yv = has_v ? cv.row(sm.x[rr][VERIFY_QK + tid]) : 0.0f;
-            sm.x[rr][tid] = yq;
-            sm.x[rr][MEMRA__S + tid] = yk;
-            if (has_v)
-                sm.x[rr][VERIFY_QK + tid] = yv;
-
             const bool is_new = gr >= n;
             const size_t r = gr - n; /* new-row index when is_new */
             if (is_new && a.conv_out != nullptr) {
                 float *y = a.conv_out + (x_base + r) * conv_dim;
                 if (qk_writer) {
-                    y[ch_q] = yq;
-                    y[ch_k] = yk;
+                    y[ch_q] = sm.x[rr][tid];
+                    y[ch_k] = sm.x[rr][MEMRA__S + tid];
                 }
                 if (has_v)
-                    y[ch_v] = yv;
+                    y[ch_v] = sm.x[rr][VERIFY_QK + tid];
             }
             if (PAD > 0 && is_new && a.snap_conv != nullptr && r + 1 < t) {
                 float *sn = a.snap_conv + (b * (t - 1) + r) * conv_dim * PAD;
                 if (qk_writer) {
-                    cq.store_ring(sn + ch_q * PAD);
-                    ck.store_ring(sn + ch_k * PAD);
+                    ring_after<PAD>(sm, rr, tid, sn + ch_q * PAD);
+                    ring_after<PAD>(sm, rr, MEMRA__S + tid, sn + ch_k * PAD);
                 }
                 if (has_v)
-                    cv.store_ring(sn + ch_v * PAD);
+                    ring_after<PAD>(sm, rr, VERIFY_QK + tid, sn + ch_v * PAD);
             }
-            /* The ring to keep: folded (journal, after row n - 1, or unchanged when n == 0,
-             * which needs no write) or final (after the last row). */
             const bool ring_point = journal ? (n > 0 && gr + 1 == n) : (gr + 1 == rows);
             if (PAD > 0 && ring_point) {
                 if (last) {
-                    cq.store_ring(ring + ch_q * PAD);
-                    ck.store_ring(ring + ch_k * PAD);
+                    ring_after<PAD>(sm, rr, tid, ring + ch_q * PAD);
+                    ring_after<PAD>(sm, rr, MEMRA__S + tid, ring + ch_k * PAD);
                 }
                 if (has_v)
-                    cv.store_ring(ring + ch_v * PAD);
+                    ring_after<PAD>(sm, rr, VERIFY_QK + tid, ring + ch_v * PAD);
+            }
+        }
+        /* The next chunk's first PAD raw rows are this chunk's last (full chunks have
+         * VERIFY_CHUNK >= PAD rows, so source and destination rows do not overlap); each
+         * thread moves its own channels, which only it reads in the conv. */
+        if (PAD > 0 && r0 + nr < rows) {
+#pragma unroll
+            for (int j = 0; j < PAD; j++) {
+                sm.raw[j][tid] = sm.raw[nr + j][tid];
+                sm.raw[j][MEMRA__S + tid] = sm.raw[nr + j][MEMRA__S + tid];
+                if (has_v)
+                    sm.raw[j][VERIFY_QK + tid] = sm.raw[nr + j][VERIFY_QK + tid];
             }
         }
         __syncthreads();
@@ -308,16 +385,20 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
         /* Prep: warp w normalises the vectors w, w + 4, ... of the chunk (vector 2rr is row rr's
          * q, 2rr + 1 its k); threads below nr compute their row's gates. */
         const unsigned warp = tid / MEMRA__LANES, lane = tid % MEMRA__LANES;
-        for (size_t vec = warp; vec < 2 * nr; vec += SCAN_WARPS) {
-            float *xv = &sm.x[vec / 2][(vec % 2) * MEMRA__S];
-            float x[MEMRA__PER_LANE];
 #pragma unroll
-            for (int r = 0; r < MEMRA__PER_LANE; r++)
-                x[r] = xv[r * MEMRA__LANES + lane];
-            memra__l2_normalise(x, a.eps);
+        for (unsigned i = 0; i < 2 * VERIFY_CHUNK / SCAN_WARPS; i++) {
+            const unsigned vec = warp + i * SCAN_WARPS;
+            if (vec < 2 * nr) {
+                float *xv = &sm.x[vec / 2][(vec % 2) * MEMRA__S];
+                float x[MEMRA__PER_LANE];
 #pragma unroll
-            for (int r = 0; r < MEMRA__PER_LANE; r++)
-                xv[r * MEMRA__LANES + lane] = x[r];
+                for (int r = 0; r < MEMRA__PER_LANE; r++)
+                    x[r] = xv[r * MEMRA__LANES + lane];
+                memra__l2_normalise(x, a.eps);
+#pragma unroll
+                for (int r = 0; r < MEMRA__PER_LANE; r++)
+                    xv[r * MEMRA__LANES + lane] = x[r];
+            }
         }
         if (tid < nr) {
             sm.beta[tid] = memra__gate_beta(sm.beta_raw[tid]);
@@ -326,7 +407,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
         __syncthreads();
 
         /* The optional prep outputs of the chunk's new rows. */
-        for (size_t rr = 0; rr < nr; rr++) {
+        for (unsigned rr = 0; rr < nr; rr++) {
             const size_t gr = r0 + rr;
             if (gr < n)
                 continue;
@@ -346,7 +427,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
         }
 
         /* Scan the chunk's rows. */
-        for (size_t rr = 0; rr < nr; rr++) {
+        for (unsigned rr = 0; rr < nr; rr++) {
             const size_t gr = r0 + rr;
             scan_row in;
 #pragma unroll
@@ -370,27 +451,14 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
             scan_row_step<VEC>(s, in, j, a.scale, op, sn);
 
             /* Journal: the folded state goes back in place; the new rows continue from it. */
-            if (journal && n > 0 && gr + 1 == n) {
-#pragma unroll
-                for (int nn = 0; nn < SCAN_NC; nn++) {
-                    if (state_vec)
-                        store_column<true>(state_out + col + nn * MEMRA__S, s[nn]);
-                    else
-                        store_column<false>(state_out + col + nn * MEMRA__S, s[nn]);
-                }
-            }
+            if (journal && n > 0 && gr + 1 == n)
+                store_state(state_out + col, s, state_vec);
         }
         __syncthreads();
     }
 
     if (!journal) {
-#pragma unroll
-        for (int nn = 0; nn < SCAN_NC; nn++) {
-            if (state_vec)
-                store_column<true>(state_out + col + nn * MEMRA__S, s[nn]);
-            else
-                store_column<false>(state_out + col + nn * MEMRA__S, s[nn]);
-        }
+        store_state(state_out + col, s, state_vec);
         return;
     }
 
@@ -415,6 +483,350 @@ __global__ void __launch_bounds__(VERIFY_THREADS) gdn_verify_kernel(const memra_
     }
     if (last && tid == 0)
         jr[kh] = __uint_as_float((uint32_t)t);
+}
+
+/*
+ * The cluster form of the verify (compute capability 9.0 and newer, num_v / num_k <= 2): the
+ * CS = 4 * num_v / num_k blocks that read one key head (the 4 column groups of each of its
+ * value heads) form one thread-block cluster, and share its q and k work instead of each doing
+ * all of it. Block rank r of the cluster convolves q/k local channels [r * QKP, (r + 1) * QKP)
+ * (QKP = 256 / CS; local channel l < 128 is q channel l of the key head, l >= 128 is k channel
+ * l - 128) and its own 32 v channels; the conv outputs stay in its shared memory. Warp w of rank
+ * r then normalises vectors 4r + w, 4r + w + 4 CS, ... of the chunk (vector 2rr is row rr's q,
+ * 2rr + 1 its k): lane L reads its four elements L + 32i from the ranks holding them (distributed
+ * shared memory), runs the prep's normalisation, and writes the result into every rank's `x`.
+ * Each rank then scans its own columns from its own shared memory, as the plain kernel does.
+ *
+ * Every shared buffer has exactly one reader-writer block here: a q or k channel's ring and
+ * journal rows belong to the rank that convolves it, a v channel's to its block, a value head's
+ * journal beta_raw and alpha (read by the head's 4 blocks) are rewritten by its group-0 block
+ * after the cluster's last barrier, the key head's header word by rank 0. So no counter is
+ * needed, and a late block cannot exist: a cluster's blocks run together.
+ *
+ * Grid: blockIdx.x = ((b * num_k + kh) * ratio + vi) * 4 + grp, value head vi of key head kh
+ * (vh = kh * ratio + vi grouped, kh + vi * num_k tiled), so that the CS consecutive blocks of a
+ * cluster are one key head's.
+ */
+#define CL_NCH_MAX (VERIFY_QK / 4 + SCAN_COLS) /* q/k channels of a rank (CS = 4) + v */
+
+typedef struct cluster_smem {
+    float raw[VERIFY_CHUNK + MEMRA__D_CONV_MAX - 1][CL_NCH_MAX];
+    float y[VERIFY_CHUNK][VERIFY_QK / 4]; /* conv outputs of the rank's q/k channels */
+    float x[VERIFY_CHUNK][VERIFY_CHANNELS];
+    float w8[CL_NCH_MAX][MEMRA__D_CONV_MAX];
+    float beta_raw[VERIFY_CHUNK], alpha[VERIFY_CHUNK];
+    float beta[VERIFY_CHUNK], g_log[VERIFY_CHUNK];
+} cluster_smem;
+
+/* The ring after row rr of a staged raw array of width W (rows rr + 1 .. rr + PAD). */
+template <int PAD, int W>
+static __device__ __forceinline__ void
+ring_after_c(const float (&raw)[VERIFY_CHUNK + MEMRA__D_CONV_MAX - 1][W], unsigned rr, unsigned l,
+             float *dst)
+{
+#pragma unroll
+    for (int j = 0; j < PAD; j++)
+        dst[j] = raw[rr + 1 + j][l];
+}
+
+template <int DCONV, bool VEC, int CS>
+__global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
+    gdn_verify_cluster_kernel(const memra__verify_args a)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int PAD = DCONV - 1;
+    /* PAD as a divisor, for index arithmetic that only runs when PAD > 0. */
+    constexpr unsigned PADD = PAD > 0 ? PAD : 1;
+    constexpr unsigned QKP = VERIFY_QK / CS;
+    constexpr unsigned NCH = QKP + SCAN_COLS;
+    __shared__ __align__(16) cluster_smem sm;
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+
+    memra__pdl_enter();
+
+    const unsigned tid = threadIdx.x;
+    const unsigned rank = cluster.block_rank();
+    const unsigned grp = blockIdx.x % SCAN_BLOCKS_PER_HEAD;
+    const size_t num_v = a.num_v, t = a.t, conv_dim = a.conv_dim, key_dim = a.key_dim;
+    const size_t ratio = num_v / a.num_k;
+    const size_t bkv = blockIdx.x / SCAN_BLOCKS_PER_HEAD; /* (b * num_k + kh) * ratio + vi */
+    const size_t vi = bkv % ratio, bk = bkv / ratio;
+    const size_t kh = bk % a.num_k, b = bk / a.num_k;
+    const size_t h = a.grouped ? kh * ratio + vi : kh + vi * a.num_k;
+    const unsigned c0 = grp * SCAN_COLS;
+    const bool journal = a.mode == MEMRA__MODE_JOURNAL;
+
+    const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
+    float *ring = PAD > 0 ? (float *)(uintptr_t)row[0] : nullptr;
+    const float *state_in = (const float *)(uintptr_t)row[1];
+    float *state_out = (float *)(uintptr_t)row[(journal || t % 2 == 0) ? 1 : 2];
+    float *jr = journal ? (float *)(uintptr_t)row[2] : nullptr;
+    const size_t jhdr = MEMRA__JOURNAL_HEADER(a.num_k);
+    const size_t jrow = MEMRA__JOURNAL_ROW(conv_dim, num_v);
+
+    /* Every block of the cluster sees the same count and header word and takes the same
+     * branch, before any cluster barrier. */
+    uint32_t n = 0;
+    if (journal) {
+        const uint32_t held = word_u32(jr + kh);
+        n = a.accepted[b];
+        if (n > held) {
+            if (tid == 0)
+                record_error(a.err, a.err_claim, a.op, b, n, held,
+                             MEMRA__ERR_ACCEPTED_OVER_JOURNAL);
+            return;
+        }
+    }
+    const size_t rows = n + t;
+
+    /* The state columns, first, so that their latency overlaps everything before the scan. */
+    const unsigned j = tid % SCAN_GROUP;
+    const unsigned cl = tid / SCAN_GROUP * SCAN_NC;
+    const size_t head_words = (size_t)MEMRA__S * MEMRA__S;
+    const size_t state_words = num_v * head_words;
+    const size_t col = h * head_words + (size_t)(c0 + cl) * MEMRA__S + 4 * j;
+    const bool state_vec = ((((uintptr_t)state_in | (uintptr_t)state_out) & 15u) == 0);
+    float s[SCAN_NC][SCAN_ELEMS];
+    load_state(s, state_in + col, state_vec);
+
+    /* The rank's channels: local l < QKP is q/k channel qk0 + l, l >= QKP v channel
+     * vc0 + l - QKP; both runs are contiguous in the channel order. */
+    const unsigned qk0 = rank * QKP;
+    const size_t gq0 =
+        qk0 < MEMRA__S ? kh * MEMRA__S + qk0 : key_dim + kh * MEMRA__S + qk0 - MEMRA__S;
+    const size_t vc0 = 2 * key_dim + h * MEMRA__S + c0;
+    auto channel = [&](unsigned l) -> size_t { return l < QKP ? gq0 + l : vc0 + (l - QKP); };
+
+    const size_t x_base = b * t;
+    const unsigned warp = tid / MEMRA__LANES, lane = tid % MEMRA__LANES;
+    const float dt_h = a.dt_bias[h], a_h = a.a[h];
+
+    /* Per thread, the staging below moves X_PER raw inputs per chunk and, with the first chunk,
+     * W_PER weights (zero beyond d_conv) and R_PER ring slots: all loads of a step are issued
+     * before any of their stores, so that their latencies overlap instead of adding up. */
+    constexpr unsigned X_PER = (NCH * VERIFY_CHUNK + VERIFY_THREADS - 1) / VERIFY_THREADS;
+    constexpr unsigned W_PER = (NCH * MEMRA__D_CONV_MAX + VERIFY_THREADS - 1) / VERIFY_THREADS;
+    constexpr unsigned R_PER = (NCH * PADD + VERIFY_THREADS - 1) / VERIFY_THREADS;
+
+    for (size_t r0 = 0; r0 < rows; r0 += VERIFY_CHUNK) {
+        const unsigned nr = (unsigned)(rows - r0 < VERIFY_CHUNK ? rows - r0 : VERIFY_CHUNK);
+
+        /* Stage the chunk's raw inputs of the rank's channels and its head's gate inputs (and,
+         * first, the channels' weights and rings). */
+        float xr[X_PER], wr[W_PER], rg[R_PER];
+        float br = 0.0f, al = 0.0f;
+#pragma unroll
+        for (unsigned u = 0; u < X_PER; u++) {
+            const unsigned i = tid + u * VERIFY_THREADS, l = i % NCH, rr = i / NCH;
+            const size_t gr = r0 + rr;
+            const float *src =
+                gr < n ? jr + jhdr + gr * jrow : a.qkv + (x_base + (gr - n)) * conv_dim;
+            xr[u] = rr < nr ? src[channel(l)] : 0.0f;
+        }
+        if (r0 == 0) {
+#pragma unroll
+            for (unsigned u = 0; u < W_PER; u++) {
+                const unsigned i = tid + u * VERIFY_THREADS;
+                const unsigned l = i / MEMRA__D_CONV_MAX, jj = i % MEMRA__D_CONV_MAX;
+                wr[u] = (l < NCH && jj < DCONV) ? a.w[channel(l) * DCONV + jj] : 0.0f;
+            }
+#pragma unroll
+            for (unsigned u = 0; u < R_PER; u++) {
+                const unsigned i = tid + u * VERIFY_THREADS;
+                rg[u] =
+                    (PAD > 0 && i < NCH * PAD) ? ring[channel(i / PADD) * PAD + i % PADD] : 0.0f;
+            }
+        }
+        if (tid < nr) {
+            const size_t gr = r0 + tid;
+            const float *src = gr < n ? jr + jhdr + gr * jrow + conv_dim : nullptr;
+            const size_t hr = (x_base + (gr - n)) * num_v + h;
+            br = gr < n ? src[h] : a.beta_raw[hr];
+            al = gr < n ? src[num_v + h] : a.alpha[hr];
+        }
+#pragma unroll
+        for (unsigned u = 0; u < X_PER; u++) {
+            const unsigned i = tid + u * VERIFY_THREADS;
+            if (i / NCH < nr)
+                sm.raw[PAD + i / NCH][i % NCH] = xr[u];
+        }
+        if (r0 == 0) {
+#pragma unroll
+            for (unsigned u = 0; u < W_PER; u++) {
+                const unsigned i = tid + u * VERIFY_THREADS;
+                if (i / MEMRA__D_CONV_MAX < NCH)
+                    sm.w8[i / MEMRA__D_CONV_MAX][i % MEMRA__D_CONV_MAX] = wr[u];
+            }
+#pragma unroll
+            for (unsigned u = 0; u < R_PER; u++) {
+                const unsigned i = tid + u * VERIFY_THREADS;
+                if (PAD > 0 && i < NCH * PAD)
+                    sm.raw[i % PADD][i / PADD] = rg[u];
+            }
+        }
+        if (tid < nr) {
+            sm.beta_raw[tid] = br;
+            sm.alpha[tid] = al;
+        }
+        __syncthreads();
+
+        /* Conv: one (channel, row) output per iteration, each from its own window. The v
+         * channels' outputs go straight to x, the q/k channels' to y for the normalisers. */
+        for (unsigned i = tid; i < NCH * nr; i += VERIFY_THREADS) {
+            const unsigned l = i % NCH, rr = i / NCH;
+            float win[MEMRA__D_CONV_MAX], w8[MEMRA__D_CONV_MAX];
+#pragma unroll
+            for (int jj = 0; jj < MEMRA__D_CONV_MAX; jj++) {
+                win[jj] = jj <= PAD ? sm.raw[rr + jj][l] : 0.0f;
+                w8[jj] = sm.w8[l][jj];
+            }
+            const float yv = memra__conv_row<PAD>(win, w8);
+            if (l < QKP)
+                sm.y[rr][l] = yv;
+            else
+                sm.x[rr][VERIFY_QK + l - QKP] = yv;
+            const size_t gr = r0 + rr;
+            if (gr >= n && a.conv_out != nullptr)
+                a.conv_out[(x_base + gr - n) * conv_dim + channel(l)] = yv;
+        }
+        /* Rings: after each new row for the snapshots, after row n - 1 for a journal's folded
+         * ring, after the last row for the final ring; all windows of raw. */
+        if (PAD > 0) {
+            for (unsigned i = tid; i < NCH * nr; i += VERIFY_THREADS) {
+                const unsigned l = i % NCH, rr = i / NCH;
+                const size_t gr = r0 + rr, r = gr - n;
+                float *dst = nullptr;
+                if (gr >= n && a.snap_conv != nullptr && r + 1 < t)
+                    dst = a.snap_conv + (b * (t - 1) + r) * conv_dim * PAD;
+                if (dst != nullptr)
+                    ring_after_c<PAD>(sm.raw, rr, l, dst + channel(l) * PAD);
+                if (journal ? (n > 0 && gr + 1 == n) : (gr + 1 == rows))
+                    ring_after_c<PAD>(sm.raw, rr, l, ring + channel(l) * PAD);
+            }
+        }
+        if (tid < nr) {
+            sm.beta[tid] = memra__gate_beta(sm.beta_raw[tid]);
+            sm.g_log[tid] = memra__gate_g_log(sm.alpha[tid], dt_h, a_h);
+        }
+        cluster.sync();
+
+        /* Prep: this warp's vectors, gathered from the ranks that convolved them, normalised,
+         * and written into every rank's x. */
+        for (unsigned vec = rank * SCAN_WARPS + warp; vec < 2 * nr; vec += CS * SCAN_WARPS) {
+            const unsigned rr = vec / 2, base = (vec % 2) * MEMRA__S;
+            float x[MEMRA__PER_LANE];
+#pragma unroll
+            for (int r = 0; r < MEMRA__PER_LANE; r++) {
+                const unsigned l = base + r * MEMRA__LANES + lane;
+                const float *yr = cluster.map_shared_rank(&sm.y[rr][l % QKP], l / QKP);
+                x[r] = *yr;
+            }
+            memra__l2_normalise(x, a.eps);
+            const size_t gr = r0 + rr;
+#pragma unroll
+            for (int r = 0; r < MEMRA__PER_LANE; r++) {
+                const unsigned l = base + r * MEMRA__LANES + lane;
+                for (unsigned q = 0; q < CS; q++)
+                    *cluster.map_shared_rank(&sm.x[rr][l], q) = x[r];
+                if (gr >= n) {
+                    float *out = base == 0 ? a.q_l2 : a.k_l2;
+                    if (out != nullptr)
+                        for (size_t v2 = 0; v2 < ratio; v2++) {
+                            const size_t vh = a.grouped ? kh * ratio + v2 : kh + v2 * a.num_k;
+                            out[((x_base + gr - n) * num_v + vh) * MEMRA__S + l - base] = x[r];
+                        }
+                }
+            }
+        }
+        /* This block's head outputs of the chunk's new rows. */
+        for (unsigned rr = 0; rr < nr; rr++) {
+            const size_t gr = r0 + rr;
+            if (gr < n)
+                continue;
+            const size_t hr = (x_base + gr - n) * num_v + h;
+            if (grp == 0 && tid == 0 && a.beta != nullptr)
+                a.beta[hr] = sm.beta[rr];
+            if (grp == 0 && tid == 0 && a.g_log != nullptr)
+                a.g_log[hr] = sm.g_log[rr];
+            if (tid < SCAN_COLS && a.v_g != nullptr)
+                a.v_g[hr * MEMRA__S + c0 + tid] = sm.x[rr][VERIFY_QK + tid];
+        }
+        /* The next chunk's first PAD raw rows are this chunk's last. */
+        if (PAD > 0 && r0 + nr < rows)
+            for (int i = (int)tid; i < (int)(NCH * PAD); i += VERIFY_THREADS)
+                sm.raw[i / NCH][i % NCH] = sm.raw[nr + i / NCH][i % NCH];
+        cluster.sync();
+
+        /* Scan the chunk's rows, each row's at overlapping the next row's kv
+         * (scan_row_rest). */
+        float kv[SCAN_NC], kv_next[SCAN_NC];
+        {
+            float k0[SCAN_ELEMS];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                load4<true>(k0 + 4 * r, &sm.x[0][MEMRA__S + r * MEMRA__LANES + 4 * j]);
+            scan_row_kv(s, k0, j, kv);
+        }
+        for (unsigned rr = 0; rr < nr; rr++) {
+            const size_t gr = r0 + rr;
+            scan_row in;
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                load4<true>(in.k + 4 * r, &sm.x[rr][MEMRA__S + r * MEMRA__LANES + 4 * j]);
+                load4<true>(in.q + 4 * r, &sm.x[rr][r * MEMRA__LANES + 4 * j]);
+            }
+#pragma unroll
+            for (int nn = 0; nn < SCAN_NC; nn++)
+                in.v[nn] = sm.x[rr][VERIFY_QK + cl + nn];
+            in.g = sm.g_log[rr];
+            in.beta = sm.beta[rr];
+            float k_next[SCAN_ELEMS];
+            const bool next = rr + 1 < nr;
+            if (next) {
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    load4<true>(k_next + 4 * r, &sm.x[rr + 1][MEMRA__S + r * MEMRA__LANES + 4 * j]);
+            }
+            float *op = nullptr, *sn = nullptr;
+            if (gr >= n) {
+                const size_t r = gr - n;
+                op = a.o + ((x_base + r) * num_v + h) * MEMRA__S + c0 + cl;
+                if (a.snap_ssm != nullptr && r + 1 < t)
+                    sn = a.snap_ssm + (b * (t - 1) + r) * state_words + col;
+            }
+            scan_row_rest<VEC>(s, in, kv, j, a.scale, op, sn, next, k_next, kv_next);
+#pragma unroll
+            for (int nn = 0; nn < SCAN_NC; nn++)
+                kv[nn] = kv_next[nn];
+            if (journal && n > 0 && gr + 1 == n)
+                store_state(state_out + col, s, state_vec);
+        }
+        /* The raw rows moved above and x are rewritten by the next chunk only after its first
+         * barrier; the scan reads nothing else of the next chunk's. */
+        __syncthreads();
+    }
+    if (rows == 0)
+        cluster.sync(); /* a commit of nothing still rewrites the header below */
+
+    if (!journal) {
+        store_state(state_out + col, s, state_vec);
+        return;
+    }
+    /* Journal: the new rows replace the old ones, each part written by its only reader. */
+    for (size_t r = 0; r < t; r++) {
+        const float *src = a.qkv + (x_base + r) * conv_dim;
+        float *dst = jr + jhdr + r * jrow;
+        for (unsigned l = tid; l < NCH; l += VERIFY_THREADS)
+            dst[channel(l)] = src[channel(l)];
+        if (grp == 0 && tid == 0) {
+            dst[conv_dim + h] = a.beta_raw[(x_base + r) * num_v + h];
+            dst[conv_dim + num_v + h] = a.alpha[(x_base + r) * num_v + h];
+        }
+    }
+    if (rank == 0 && tid == 0)
+        jr[kh] = __uint_as_float((uint32_t)t);
+#endif
 }
 
 /*
@@ -466,12 +878,61 @@ __global__ void __launch_bounds__(ROLLBACK_THREADS)
     }
 }
 
+/* MEMRA_VERIFY_NO_CLUSTER=1 selects the plain kernel everywhere: the tests run both forms on
+ * one device, and a profile can compare them. Read once. */
+static bool cluster_disabled(void)
+{
+    static int disabled = -1;
+    if (disabled < 0) {
+        const char *v = getenv("MEMRA_VERIFY_NO_CLUSTER");
+        disabled = v != nullptr && v[0] == '1';
+    }
+    return disabled != 0;
+}
+
+/* Launches the cluster kernel with CS blocks per cluster and programmatic stream
+ * serialisation (memra__launch's, plus the cluster dimension). */
+template <int DCONV, bool VEC, int CS>
+static int launch_cluster(const memra__verify_args *a, void *stream)
+{
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = CS;
+    attr[1].val.clusterDim.y = 1;
+    attr[1].val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
+    cfg.blockDim = dim3(VERIFY_THREADS);
+    cfg.stream = (cudaStream_t)stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 2;
+    return (int)cudaLaunchKernelEx(&cfg, gdn_verify_cluster_kernel<DCONV, VEC, CS>, *a);
+}
+
 template <int DCONV> static int launch_verify(const memra__verify_args *a, void *stream)
 {
-    const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     /* Snapshot stores are 16-byte wide when the snapshots are 16-byte aligned (every offset
      * the kernel adds is a multiple of 4 floats); without snapshots either kernel serves. */
     const bool vec = ((uintptr_t)a->snap_ssm & 15u) == 0;
+    const size_t ratio = a->num_v / a->num_k;
+    int device = 0, major = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err != cudaSuccess)
+        return (int)err;
+    /* Clusters need compute capability 9.0; a cluster holds a key head's 4 * ratio blocks,
+     * at most the 8 every such device supports. */
+    if (major >= 9 && ratio <= 2 && !cluster_disabled()) {
+        if (ratio == 1)
+            return vec ? launch_cluster<DCONV, true, 4>(a, stream)
+                       : launch_cluster<DCONV, false, 4>(a, stream);
+        return vec ? launch_cluster<DCONV, true, 8>(a, stream)
+                   : launch_cluster<DCONV, false, 8>(a, stream);
+    }
+    const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     return memra__launch(vec ? gdn_verify_kernel<DCONV, true> : gdn_verify_kernel<DCONV, false>,
                          grid, dim3(VERIFY_THREADS), stream, *a);
 }
