@@ -5,7 +5,13 @@
  * row, the normalisation and the gates come from gdn_math.cuh, the scan row from gdn_scan.cuh,
  * so the verify is bit-identical to the 1.0 program by construction.
  *
- * Thread mapping. A block is the scan's block: 128 threads carrying SCAN_COLS = 32 adjacent
+ * There are two forms of the kernel, with the same arithmetic and the same results. On devices
+ * of compute capability 9.0 and newer, when a key head is read by at most two value heads, the
+ * cluster form (gdn_verify_cluster_kernel, below) lets the blocks that read one key head share
+ * its conv and normalisation. Elsewhere the plain form described first does that work in every
+ * block.
+ *
+ * Thread mapping (plain form). A block is the scan's block: 128 threads carrying SCAN_COLS = 32 adjacent
  * columns of one (sequence b, value head h), 8 threads per pair of columns (gdn_scan.cu explains
  * the layout). The grid is b_n * num_v * 4 blocks, block (b, h, g) covering columns
  * 32g .. 32g + 31. Each block computes, for every row, the conv of exactly the channels its scan
