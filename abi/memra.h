@@ -540,13 +540,15 @@ typedef struct MemraVerifyArgs {
      */
     struct MemraSliceMutF32 g_log;
     /**
-     * SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, conv_dim, pad]`, entry r the ring
-     * after row r. Must be empty in the other modes.
+     * SNAPSHOTS mode (required when `t >= 2`; with `t == 1` there is nothing to write and any
+     * view is accepted and left untouched): `[b_n, t-1, conv_dim, pad]`, entry r the ring after
+     * row r. Must be empty in the other modes.
      */
     struct MemraSliceMutF32 snap_conv;
     /**
-     * SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, num_v, S, S]`, entry r the state
-     * after row r. Must be empty in the other modes.
+     * SNAPSHOTS mode (required when `t >= 2`; with `t == 1` any view is accepted and left
+     * untouched): `[b_n, t-1, num_v, S, S]`, entry r the state after row r. Must be empty in
+     * the other modes.
      */
     struct MemraSliceMutF32 snap_ssm;
 } MemraVerifyArgs;

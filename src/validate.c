@@ -392,7 +392,8 @@ _Static_assert(MEMRA__S == MEMRA_D_STATE && MEMRA__D_CONV_MAX == MEMRA_D_CONV_MA
 /* The struct itself: present, a size this library knows, known enum values. Copies the
  * caller's fields into *out (zero beyond what the caller knows) so that later checks read one
  * local struct. */
-static MemraStatus verify_struct(const char *fn, const MemraVerifyArgs *in, MemraVerifyArgs *out)
+static MemraStatus verify_struct(const char *fn, const MemraVerifyArgs *in, bool uses_head_order,
+                                 MemraVerifyArgs *out)
 {
     MEMRA__FAIL_IF(in == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'args': expected a MemraVerifyArgs filled by "
@@ -413,7 +414,8 @@ static MemraStatus verify_struct(const char *fn, const MemraVerifyArgs *in, Memr
                    MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'args->mode': expected a MemraVerifyMode (0, 1 or 2), got %u",
                    (unsigned)out->mode);
-    MEMRA__FAIL_IF(out->head_order != MEMRA_HEAD_ORDER_TILED &&
+    /* The rollback copies states and rings and never reads head_order (the header says so). */
+    MEMRA__FAIL_IF(uses_head_order && out->head_order != MEMRA_HEAD_ORDER_TILED &&
                        out->head_order != MEMRA_HEAD_ORDER_GROUPED,
                    MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'args->head_order': expected a MemraHeadOrder (0 or 1), got %u",
@@ -472,7 +474,7 @@ MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerif
     bool want_conv = false, want_q = false, want_k = false, want_v = false, want_beta = false,
          want_g = false, snaps;
 
-    MEMRA__TRY(verify_struct(fn, in, &x));
+    MEMRA__TRY(verify_struct(fn, in, true, &x));
     MEMRA__TRY(verify_shape(&v, x.d_state, x.num_k, x.num_v, &key_dim, &conv_dim));
     MEMRA__TRY(d_conv_range(&v, x.d_conv));
     if (commit)
@@ -519,26 +521,26 @@ MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerif
         MEMRA__TRY(out_f32(&v, "args->o", x.o, n_act, "[b_n, t, num_v, 128]"));
         MEMRA__TRY(opt_out_f32(&v, "args->conv_outs", x.conv_outs, n_rows, "[b_n, t, conv_dim]",
                                &want_conv));
-        MEMRA__TRY(
-            opt_out_f32(&v, "args->q_l2", x.q_l2, n_act, "[b_n, t, num_v, 128]", &want_q));
-        MEMRA__TRY(
-            opt_out_f32(&v, "args->k_l2", x.k_l2, n_act, "[b_n, t, num_v, 128]", &want_k));
-        MEMRA__TRY(
-            opt_out_f32(&v, "args->v_g", x.v_g, n_act, "[b_n, t, num_v, 128]", &want_v));
-        MEMRA__TRY(
-            opt_out_f32(&v, "args->beta", x.beta, n_heads, "[b_n, t, num_v]", &want_beta));
-        MEMRA__TRY(
-            opt_out_f32(&v, "args->g_log", x.g_log, n_heads, "[b_n, t, num_v]", &want_g));
+        MEMRA__TRY(opt_out_f32(&v, "args->q_l2", x.q_l2, n_act, "[b_n, t, num_v, 128]", &want_q));
+        MEMRA__TRY(opt_out_f32(&v, "args->k_l2", x.k_l2, n_act, "[b_n, t, num_v, 128]", &want_k));
+        MEMRA__TRY(opt_out_f32(&v, "args->v_g", x.v_g, n_act, "[b_n, t, num_v, 128]", &want_v));
+        MEMRA__TRY(opt_out_f32(&v, "args->beta", x.beta, n_heads, "[b_n, t, num_v]", &want_beta));
+        MEMRA__TRY(opt_out_f32(&v, "args->g_log", x.g_log, n_heads, "[b_n, t, num_v]", &want_g));
     }
     if (snaps) {
         MEMRA__TRY(out_f32(&v, "args->snap_conv", x.snap_conv, n_snap_conv,
                            "[b_n, t-1, conv_dim, d_conv-1]"));
-        MEMRA__TRY(out_f32(&v, "args->snap_ssm", x.snap_ssm, n_snap_ssm,
-                           "[b_n, t-1, num_v, 128, 128]"));
+        MEMRA__TRY(
+            out_f32(&v, "args->snap_ssm", x.snap_ssm, n_snap_ssm, "[b_n, t-1, num_v, 128, 128]"));
+    } else if (!commit && x.mode == MEMRA_VERIFY_MODE_SNAPSHOTS) {
+        /* t == 1 has no snapshots: any view is long enough, and none is written. */
+        bool unused;
+        MEMRA__TRY(opt_out_f32(&v, "args->snap_conv", x.snap_conv, 0,
+                               "[b_n, t-1, conv_dim, d_conv-1]", &unused));
+        MEMRA__TRY(opt_out_f32(&v, "args->snap_ssm", x.snap_ssm, 0, "[b_n, t-1, num_v, 128, 128]",
+                               &unused));
     } else if (!commit) {
-        const char *why = x.mode == MEMRA_VERIFY_MODE_SNAPSHOTS
-                              ? "t == 1 has no snapshots"
-                              : "only SNAPSHOTS mode writes snapshots";
+        const char *why = "only SNAPSHOTS mode writes snapshots";
         MEMRA__TRY(must_be_empty(&v, "args->snap_conv", x.snap_conv.ptr, x.snap_conv.len, why));
         MEMRA__TRY(must_be_empty(&v, "args->snap_ssm", x.snap_ssm.ptr, x.snap_ssm.len, why));
     }
@@ -585,7 +587,7 @@ MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *in,
     MemraVerifyArgs x;
     size_t key_dim = 0, conv_dim = 0, n_table = 0, n_snap_conv = 0, n_snap_ssm = 0;
 
-    MEMRA__TRY(verify_struct(fn, in, &x));
+    MEMRA__TRY(verify_struct(fn, in, false, &x));
     MEMRA__TRY(verify_shape(&v, x.d_state, x.num_k, x.num_v, &key_dim, &conv_dim));
     MEMRA__TRY(d_conv_range(&v, x.d_conv));
     MEMRA__FAIL_IF(x.mode != MEMRA_VERIFY_MODE_SNAPSHOTS, MEMRA_STATUS_INVALID_ARGUMENT, fn,
@@ -595,8 +597,8 @@ MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *in,
     MEMRA__TRY(nonzero(&v, "args->t", x.t));
     MEMRA__TRY(nonzero(&v, "args->b_n", x.b_n));
     MEMRA__TRY(size_of(&v, "the table [b_n, 3]", &n_table, x.b_n, MEMRA_TABLE_WIDTH, 1, 1));
-    MEMRA__TRY(size_of(&v, "[b_n, t-1, conv_dim, d_conv-1]", &n_snap_conv, x.b_n, x.t - 1,
-                       conv_dim, x.d_conv - 1));
+    MEMRA__TRY(size_of(&v, "[b_n, t-1, conv_dim, d_conv-1]", &n_snap_conv, x.b_n, x.t - 1, conv_dim,
+                       x.d_conv - 1));
     MEMRA__TRY(size_of(&v, "[b_n, t-1, num_v, 128, 128]", &n_snap_ssm, x.b_n, x.t - 1, x.num_v,
                        (size_t)MEMRA_D_STATE * MEMRA_D_STATE));
     MEMRA__TRY(in_u64(&v, "args->table", x.table, n_table, "[b_n, 3]"));
@@ -605,8 +607,8 @@ MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *in,
      * empty. */
     MEMRA__TRY(view(&v, "args->snap_conv", x.snap_conv.ptr, x.snap_conv.len, n_snap_conv,
                     sizeof(float), false, "[b_n, t-1, conv_dim, d_conv-1]"));
-    MEMRA__TRY(view(&v, "args->snap_ssm", x.snap_ssm.ptr, x.snap_ssm.len, n_snap_ssm,
-                    sizeof(float), false, "[b_n, t-1, num_v, 128, 128]"));
+    MEMRA__TRY(view(&v, "args->snap_ssm", x.snap_ssm.ptr, x.snap_ssm.len, n_snap_ssm, sizeof(float),
+                    false, "[b_n, t-1, num_v, 128, 128]"));
 
     *out = (memra__rollback_args){
         .table = x.table.ptr,
@@ -622,8 +624,8 @@ MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *in,
     return MEMRA_STATUS_OK;
 }
 
-MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t num_k,
-                                        size_t num_v, size_t t_max, size_t *out_len)
+MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t num_k, size_t num_v,
+                                        size_t t_max, size_t *out_len)
 {
     memra__vctx v = {.fn = fn};
     size_t key_dim = 0, conv_dim = 0, row = 0, rows = 0, total = 0;

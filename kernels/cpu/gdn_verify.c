@@ -188,8 +188,10 @@ void memra__cpu_gdn_verify(const memra__verify_args *a, float *scratch)
             .g_log = pick(a->g_log, x0 * num_v, s.g_log),
             .o = a->o != NULL ? a->o + x0 * act : s.o,
         };
-        const float *qkv = a->qkv + x0 * a->conv_dim;
-        const float *beta_raw = a->beta_raw + x0 * num_v, *alpha = a->alpha + x0 * num_v;
+        /* A commit (t == 0) has no new rows, and its row inputs may be NULL. */
+        const float *qkv = t > 0 ? a->qkv + x0 * a->conv_dim : NULL;
+        const float *beta_raw = t > 0 ? a->beta_raw + x0 * num_v : NULL;
+        const float *alpha = t > 0 ? a->alpha + x0 * num_v : NULL;
 
         if (!journal) {
             /* The 1.0 parity rule: t chained rows leave the state in alternate when t is odd. */

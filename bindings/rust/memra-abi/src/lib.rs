@@ -757,11 +757,13 @@ pub struct MemraVerifyArgs {
     pub beta: MemraSliceMutF32,
     /// Optional `[b_n, t, num_v]`: `a * softplus(alpha + dt_bias)`.
     pub g_log: MemraSliceMutF32,
-    /// SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, conv_dim, pad]`, entry r the ring
-    /// after row r. Must be empty in the other modes.
+    /// SNAPSHOTS mode (required when `t >= 2`; with `t == 1` there is nothing to write and any
+    /// view is accepted and left untouched): `[b_n, t-1, conv_dim, pad]`, entry r the ring after
+    /// row r. Must be empty in the other modes.
     pub snap_conv: MemraSliceMutF32,
-    /// SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, num_v, S, S]`, entry r the state
-    /// after row r. Must be empty in the other modes.
+    /// SNAPSHOTS mode (required when `t >= 2`; with `t == 1` any view is accepted and left
+    /// untouched): `[b_n, t-1, num_v, S, S]`, entry r the state after row r. Must be empty in
+    /// the other modes.
     pub snap_ssm: MemraSliceMutF32,
 }
 

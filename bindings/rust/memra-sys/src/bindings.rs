@@ -566,11 +566,13 @@ pub struct MemraVerifyArgs {
     pub beta: MemraSliceMutF32,
     #[doc = " Optional `[b_n, t, num_v]`: `a * softplus(alpha + dt_bias)`."]
     pub g_log: MemraSliceMutF32,
-    #[doc = " SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, conv_dim, pad]`, entry r the ring"]
-    #[doc = " after row r. Must be empty in the other modes."]
+    #[doc = " SNAPSHOTS mode (required when `t >= 2`; with `t == 1` there is nothing to write and any"]
+    #[doc = " view is accepted and left untouched): `[b_n, t-1, conv_dim, pad]`, entry r the ring after"]
+    #[doc = " row r. Must be empty in the other modes."]
     pub snap_conv: MemraSliceMutF32,
-    #[doc = " SNAPSHOTS mode (required when `t >= 2`): `[b_n, t-1, num_v, S, S]`, entry r the state"]
-    #[doc = " after row r. Must be empty in the other modes."]
+    #[doc = " SNAPSHOTS mode (required when `t >= 2`; with `t == 1` any view is accepted and left"]
+    #[doc = " untouched): `[b_n, t-1, num_v, S, S]`, entry r the state after row r. Must be empty in"]
+    #[doc = " the other modes."]
     pub snap_ssm: MemraSliceMutF32,
 }
 #[test]
