@@ -97,14 +97,16 @@ typedef struct memra__call {
     bool retired;
 } memra__call;
 
-/* MEMRA__ENTER(engine): the first statement of every exported function that takes an engine
- * (before anything else reads the parameter). It refuses a NULL, destroyed, foreign or forged
- * handle, and one that another thread is inside a call on, with INVALID_ARGUMENT naming
- * parameter 'engine'; otherwise it holds the engine until the function returns (by any
- * `return`: the cleanup attribute gives it back) and replaces the handle in the parameter by
- * the engine it names. The same thread may enter an engine it already holds: that is a graph
- * step calling back. Inside a step, a call on the capturing engine that fails makes the capture
- * fail (see memra__note_failure). */
+/* MEMRA__ENTER(engine): the first statement of every exported function that takes an engine,
+ * before anything else uses the parameter (memra_engine_destroy only returns OK for NULL
+ * first), and in the function itself, not in a helper: the engine is given back when the
+ * function returns, by any `return` (the cleanup attribute). It refuses a NULL, destroyed,
+ * foreign or forged handle, and one that another thread is inside a call on, with
+ * INVALID_ARGUMENT naming parameter 'engine'; otherwise it replaces the handle in the
+ * parameter by the engine it names. The usual memra__check_engine(__func__, engine) follows; it
+ * fails with INTERNAL where the bracket is missing. The same thread may enter an engine it
+ * already holds: that is a graph step calling back. Inside a step, a call on the capturing
+ * engine that fails makes the capture fail (see memra__note_failure). */
 #define MEMRA__ENTER(engine)                                                                       \
     memra__call memra__call_ __attribute__((cleanup(memra__leave))) = {0};                         \
     MEMRA__TRY(memra__enter(&memra__call_, __func__, (engine)));                                   \
