@@ -129,27 +129,6 @@ static MemraStatus conv_call(MemraEngine *e, const conv_fx *fx, size_t b_n)
         (MemraSliceF32){fx->w.ptr, C * D}, fx->out, C, D, b_n);
 }
 
-/* Creates an engine; NULL (and no failure) when CUDA is asked for and no device is usable. */
-static MemraEngine *engine_on(MemraBackend backend, failure *f)
-{
-    MemraEngineOptions o;
-    MemraEngine *e = NULL;
-    if (memra_engine_options_init(&o) != MEMRA_STATUS_OK) {
-        fail(f, "memra_engine_options_init: %s", memra_last_error_message());
-        return NULL;
-    }
-    o.backend = backend;
-    o.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
-    MemraStatus st = memra_engine_create(&o, &e);
-    if (st == MEMRA_STATUS_NO_DEVICE && backend == MEMRA_BACKEND_CUDA)
-        return NULL;
-    if (st != MEMRA_STATUS_OK) {
-        fail(f, "memra_engine_create: %s", memra_last_error_message());
-        return NULL;
-    }
-    return e;
-}
-
 /* Checks a call another thread made while the engine was held: refused as in use, naming the
  * function. */
 static void expect_in_use(failure *f, MemraStatus st, const char *fn)
@@ -292,9 +271,17 @@ static void scenario_overlap(MemraEngine *e, failure *f)
 
 #define HAMMER_ITERATIONS 2000
 
+/* Both threads start together, so that their loops have a chance to overlap. */
+typedef struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool open, abandoned;
+} gate;
+
 typedef struct hammer {
     MemraEngine *e;
     const conv_fx *fx;
+    gate *start;
     unsigned long refused;
     failure f;
 } hammer;
@@ -316,9 +303,14 @@ static bool ran(hammer *h, MemraStatus st, const char *fn)
 static void *hammer_main(void *arg)
 {
     hammer *h = arg;
-    MemraBackend want;
-    if (memra_engine_backend(h->e, &want) != MEMRA_STATUS_OK)
-        want = (MemraBackend)0x5e7e; /* refused at once; the loop's first query sets it */
+    MemraBackend want = (MemraBackend)0x5e7e; /* the first query that runs sets it */
+    pthread_mutex_lock(&h->start->lock);
+    while (!h->start->open)
+        pthread_cond_wait(&h->start->cond, &h->start->lock);
+    bool abandoned = h->start->abandoned;
+    pthread_mutex_unlock(&h->start->lock);
+    if (abandoned)
+        return NULL;
     for (int i = 0; i < HAMMER_ITERATIONS && !h->f.failed; i++) {
         MemraBackend kind = (MemraBackend)0x5e7e;
         if (ran(h, memra_engine_backend(h->e, &kind), "memra_engine_backend")) {
@@ -344,16 +336,28 @@ static void scenario_hammer(MemraEngine *e, failure *f, unsigned long *refused)
     conv_fx fx;
     if (!conv_fx_make(&fx, e, 0x4a3e, f))
         return;
-    hammer h[2] = {{.e = e, .fx = &fx}, {.e = e, .fx = &fx}};
+    gate start = {.open = false};
+    pthread_mutex_init(&start.lock, NULL);
+    pthread_cond_init(&start.cond, NULL);
+    hammer h[2] = {{.e = e, .fx = &fx, .start = &start}, {.e = e, .fx = &fx, .start = &start}};
     pthread_t th[2];
     int started = 0;
     for (; started < 2; started++)
-        if (pthread_create(&th[started], NULL, hammer_main, &h[started]) != 0) {
-            fail(f, "pthread_create failed");
+        if (pthread_create(&th[started], NULL, hammer_main, &h[started]) != 0)
             break;
-        }
+    pthread_mutex_lock(&start.lock);
+    start.open = true;
+    start.abandoned = started < 2;
+    pthread_cond_broadcast(&start.cond);
+    pthread_mutex_unlock(&start.lock);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
+    pthread_cond_destroy(&start.cond);
+    pthread_mutex_destroy(&start.lock);
+    if (started < 2) {
+        fail(f, "pthread_create failed");
+        return;
+    }
     for (int i = 0; i < 2; i++)
         if (h[i].f.failed)
             fail(f, "thread %d: %s", i, h[i].f.text);
@@ -1214,6 +1218,27 @@ Test(handles, two_threads_hammering_one_engine_refused_not_raced_cuda)
 #else
 
 /* ---- The driver `make tsan` runs (CPU backend) ---- */
+
+/* Creates an engine; NULL (and no failure) when CUDA is asked for and no device is usable. */
+static MemraEngine *engine_on(MemraBackend backend, failure *f)
+{
+    MemraEngineOptions o;
+    MemraEngine *e = NULL;
+    if (memra_engine_options_init(&o) != MEMRA_STATUS_OK) {
+        fail(f, "memra_engine_options_init: %s", memra_last_error_message());
+        return NULL;
+    }
+    o.backend = backend;
+    o.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
+    MemraStatus st = memra_engine_create(&o, &e);
+    if (st == MEMRA_STATUS_NO_DEVICE && backend == MEMRA_BACKEND_CUDA)
+        return NULL;
+    if (st != MEMRA_STATUS_OK) {
+        fail(f, "memra_engine_create: %s", memra_last_error_message());
+        return NULL;
+    }
+    return e;
+}
 
 int main(void)
 {
