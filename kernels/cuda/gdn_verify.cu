@@ -11,17 +11,17 @@
  * its conv and normalisation. Elsewhere the plain form described first does that work in every
  * block.
  *
- * Thread mapping (plain form). A block is the scan's block: 128 threads carrying SCAN_COLS = 32 adjacent
- * columns of one (sequence b, value head h), 8 threads per pair of columns (gdn_scan.cu explains
- * the layout). The grid is b_n * num_v * 4 blocks, block (b, h, g) covering columns
- * 32g .. 32g + 31. Each block computes, for every row, the conv of exactly the channels its scan
- * needs: the 128 q and 128 k channels of its key head kh and the 32 v channels of its columns;
- * thread i convolves q channel i and k channel i, threads 0..31 also v channel 32g + i, each
- * holding its channel's window in registers across the rows. The conv outputs go to shared
- * memory, where each warp normalises q and k vectors of some rows (the prep's lane layout: lane
- * L holds elements L, L+32, L+64, L+96) and threads 0..7 compute the rows' beta and g_log. The
- * scan then reads its k, q and v from shared memory. Rows go in chunks of VERIFY_CHUNK so that any
- * t fits in shared memory; the conv windows and the state stay in registers between chunks.
+ * Thread mapping (plain form). A block is the scan's block: 128 threads carrying SCAN_COLS = 32
+ * adjacent columns of one (sequence b, value head h), 8 threads per pair of columns (gdn_scan.cu
+ * explains the layout). The grid is b_n * num_v * 4 blocks, block (b, h, g) covering columns 32g ..
+ * 32g + 31. Each block computes, for every row, the conv of exactly the channels its scan needs:
+ * the 128 q and 128 k channels of its key head kh and the 32 v channels of its columns; thread i
+ * convolves q channel i and k channel i, threads 0..31 also v channel 32g + i, each holding its
+ * channel's window in registers across the rows. The conv outputs go to shared memory, where each
+ * warp normalises q and k vectors of some rows (the prep's lane layout: lane L holds elements L,
+ * L+32, L+64, L+96) and threads 0..7 compute the rows' beta and g_log. The scan then reads its k, q
+ * and v from shared memory. Rows go in chunks of VERIFY_CHUNK so that any t fits in shared memory;
+ * the conv windows and the state stay in registers between chunks.
  *
  * The q and k conv of a key head is computed by every block that reads it (4 per value head,
  * num_v / num_k value heads per key head). That redundant arithmetic is small against the scan's
