@@ -36,14 +36,21 @@ uint64_t tu_fresh_seed(void)
 
 MemraEngine *tu_engine(MemraBackend backend)
 {
+    return tu_engine_at(backend, 0);
+}
+
+MemraEngine *tu_engine_at(MemraBackend backend, int32_t ordinal)
+{
     MemraEngineOptions opt;
     cr_assert_eq(memra_engine_options_init(&opt), MEMRA_STATUS_OK);
     opt.backend = backend;
+    opt.device_ordinal = ordinal;
     opt.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
     MemraEngine *e = NULL;
     MemraStatus st = memra_engine_create(&opt, &e);
     if (backend == MEMRA_BACKEND_CUDA && st == MEMRA_STATUS_NO_DEVICE)
-        cr_skip_test("no usable CUDA device: %s", memra_last_error_message());
+        cr_skip_test("no usable CUDA device at ordinal %" PRId32 ": %s", ordinal,
+                     memra_last_error_message());
     cr_assert_eq(st, MEMRA_STATUS_OK, "memra_engine_create: %s", memra_last_error_message());
     return e;
 }
@@ -374,4 +381,258 @@ void tu_to_tiled(float *dst, const float *src, size_t rows, size_t row_words, si
             memcpy(d + offset + tu_tiled_head(num_k, num_v, vh) * block, s + offset + vh * block,
                    block * sizeof *d);
     }
+}
+
+/* ---- A whole verify ---- */
+
+const char *const tu_gdn_tensor_name[TU_GDN_N_TENSORS] = {
+    "conv_outs",
+    "q_l2",
+    "k_l2",
+    "v_g",
+    "beta",
+    "g_log",
+    "o",
+    "conv snapshots",
+    "state snapshots",
+    "final ring",
+    "canonical state",
+    "alternate state",
+};
+
+size_t tu_gdn_tensor_len(const tu_gdn_shape *sh, size_t t, size_t b, int tensor)
+{
+    const size_t rows = b * t, snaps = t >= 1 ? b * (t - 1) : 0;
+    switch (tensor) {
+    case TU_GDN_CONV_OUTS:
+        return rows * sh->conv_dim;
+    case TU_GDN_Q_L2:
+    case TU_GDN_K_L2:
+    case TU_GDN_V_G:
+    case TU_GDN_O:
+        return rows * sh->value_dim;
+    case TU_GDN_BETA:
+    case TU_GDN_G_LOG:
+        return rows * sh->num_v;
+    case TU_GDN_SNAP_CONV:
+        return snaps * sh->ring_words;
+    case TU_GDN_SNAP_SSM:
+        return snaps * sh->state_words;
+    case TU_GDN_RING:
+        return b * sh->ring_words;
+    case TU_GDN_CANONICAL:
+    case TU_GDN_ALTERNATE:
+        return b * sh->state_words;
+    }
+    cr_assert_fail("tu_gdn_tensor_len: unknown tensor %d", tensor);
+    return 0;
+}
+
+static float *tu_array(size_t words)
+{
+    float *p = malloc((words ? words : 1) * sizeof *p);
+    cr_assert_not_null(p);
+    return p;
+}
+
+void tu_gdn_inputs_alloc(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_inputs *in)
+{
+    in->w = tu_array(sh->conv_dim * sh->d_conv);
+    in->dt_bias = tu_array(sh->num_v);
+    in->a = tu_array(sh->num_v);
+    in->ring0 = tu_array(b * sh->ring_words);
+    in->state0 = tu_array(b * sh->state_words);
+    in->alt0 = tu_array(b * sh->state_words);
+    in->qkv = tu_array(b * t * sh->conv_dim);
+    in->beta_raw = tu_array(b * t * sh->num_v);
+    in->alpha = tu_array(b * t * sh->num_v);
+}
+
+void tu_gdn_inputs_make(const tu_gdn_shape *sh, size_t t, size_t b, uint64_t seed,
+                        tu_gdn_inputs *in)
+{
+    tu_gdn_inputs_alloc(sh, t, b, in);
+    tu_gdn_weights(sh, tu_mix_seed(seed, 0), in->w, in->dt_bias, in->a);
+    tu_gdn_rows(sh, b * t, tu_mix_seed(seed, 1), in->qkv, in->beta_raw, in->alpha);
+    for (size_t s = 0; s < b; s++) {
+        tu_gdn_sequence(sh, tu_mix_seed(seed, 100 + s), in->ring0 + s * sh->ring_words,
+                        in->state0 + s * sh->state_words);
+        tu_varied(in->alt0 + s * sh->state_words, sh->state_words, tu_mix_seed(seed, 200 + s),
+                  0.3f);
+    }
+}
+
+void tu_gdn_inputs_free(tu_gdn_inputs *in)
+{
+    float *all[] = {in->w,    in->dt_bias, in->a,        in->ring0, in->state0,
+                    in->alt0, in->qkv,     in->beta_raw, in->alpha};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        free(all[i]);
+}
+
+void tu_gdn_outputs_make(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_outputs *out)
+{
+    const uint32_t poison = TU_POISON_BITS;
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
+        out->len[i] = tu_gdn_tensor_len(sh, t, b, i);
+        out->t[i] = tu_array(out->len[i]);
+        for (size_t j = 0; j < out->len[i]; j++)
+            memcpy(&out->t[i][j], &poison, sizeof poison);
+    }
+}
+
+void tu_gdn_outputs_free(tu_gdn_outputs *out)
+{
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++)
+        free(out->t[i]);
+}
+
+void tu_gdn_expect_outputs(const tu_gdn_outputs *got, const tu_gdn_outputs *ref, const char *what)
+{
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
+        cr_assert_eq(got->len[i], ref->len[i], "%s: %s has %zu words, the reference %zu", what,
+                     tu_gdn_tensor_name[i], got->len[i], ref->len[i]);
+        cr_assert(tu_all_finite(ref->t[i], ref->len[i]), "%s: the reference %s is not finite", what,
+                  tu_gdn_tensor_name[i]);
+        tu_expect_bits(got->t[i], ref->t[i], ref->len[i], "%s: %s", what, tu_gdn_tensor_name[i]);
+    }
+}
+
+static MemraSliceMutF32 tu_view_or_none(MemraSliceMutF32 s, size_t len)
+{
+    const MemraSliceMutF32 none = {NULL, 0};
+    return len ? tu_sub_mut(s, 0, len) : none;
+}
+
+void tu_gdn_bind(MemraEngine *e, const tu_gdn_shape *sh, size_t t, size_t b, MemraHeadOrder order,
+                 const tu_gdn_inputs *in, tu_gdn_bound *bd)
+{
+    cr_assert(t >= 1 && b >= 1, "tu_gdn_bind: t and b must be at least 1");
+    const size_t cd = sh->conv_dim, nv = sh->num_v;
+    bd->e = e;
+    bd->sh = *sh;
+    bd->t = t;
+    bd->b = b;
+    bd->w = tu_upload(e, in->w, cd * sh->d_conv);
+    bd->dt_bias = tu_upload(e, in->dt_bias, nv);
+    bd->a = tu_upload(e, in->a, nv);
+    bd->qkv = tu_upload(e, in->qkv, b * t * cd);
+    bd->beta_raw = tu_upload(e, in->beta_raw, b * t * nv);
+    bd->alpha = tu_upload(e, in->alpha, b * t * nv);
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++) {
+        const size_t len = tu_gdn_tensor_len(sh, t, b, i);
+        bd->out[i] = tu_poisoned(e, len ? len : 1);
+    }
+    bd->ring = malloc(3 * b * sizeof *bd->ring);
+    cr_assert_not_null(bd->ring);
+    bd->canonical = bd->ring + b;
+    bd->alternate = bd->ring + 2 * b;
+    uint64_t *host = malloc(3 * b * sizeof *host);
+    cr_assert_not_null(host);
+    for (size_t s = 0; s < b; s++) {
+        /* A ring of d_conv = 1 holds no word; the table still needs a buffer to point at. */
+        bd->ring[s] = sh->ring_words ? tu_upload(e, in->ring0 + s * sh->ring_words, sh->ring_words)
+                                     : tu_poisoned(e, 1);
+        bd->canonical[s] = tu_upload(e, in->state0 + s * sh->state_words, sh->state_words);
+        bd->alternate[s] = tu_upload(e, in->alt0 + s * sh->state_words, sh->state_words);
+        host[3 * s + 0] = tu_addr(bd->ring[s]);
+        host[3 * s + 1] = tu_addr(bd->canonical[s]);
+        host[3 * s + 2] = tu_addr(bd->alternate[s]);
+    }
+    bd->table = tu_upload_u64(e, host, 3 * b);
+    free(host);
+
+    cr_assert_eq(memra_verify_args_init(&bd->args), MEMRA_STATUS_OK);
+    MemraVerifyArgs *v = &bd->args;
+    v->mode = MEMRA_VERIFY_MODE_SNAPSHOTS;
+    v->head_order = order;
+    v->num_k = sh->num_k;
+    v->num_v = nv;
+    v->d_conv = sh->d_conv;
+    v->t = t;
+    v->b_n = b;
+    v->eps = TU_GDN_EPS;
+    v->scale = TU_GDN_SCALE;
+    v->qkv = tu_view(bd->qkv);
+    v->table = tu_view_u64(bd->table);
+    v->w = tu_view(bd->w);
+    v->beta_raw = tu_view(bd->beta_raw);
+    v->alpha = tu_view(bd->alpha);
+    v->dt_bias = tu_view(bd->dt_bias);
+    v->a = tu_view(bd->a);
+    MemraSliceMutF32 *const views[TU_GDN_N_VIEWS] = {
+        &v->conv_outs, &v->q_l2, &v->k_l2,      &v->v_g,      &v->beta,
+        &v->g_log,     &v->o,    &v->snap_conv, &v->snap_ssm,
+    };
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
+        *views[i] = tu_view_or_none(bd->out[i], tu_gdn_tensor_len(sh, t, b, i));
+}
+
+void tu_gdn_rebind_inputs(tu_gdn_bound *bd, const tu_gdn_inputs *in)
+{
+    const tu_gdn_shape *sh = &bd->sh;
+    for (size_t s = 0; s < bd->b; s++) {
+        if (sh->ring_words)
+            tu_write(bd->e, in->ring0 + s * sh->ring_words, sh->ring_words, bd->ring[s]);
+        tu_write(bd->e, in->state0 + s * sh->state_words, sh->state_words, bd->canonical[s]);
+        tu_write(bd->e, in->alt0 + s * sh->state_words, sh->state_words, bd->alternate[s]);
+    }
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
+        tu_poison(bd->e, bd->out[i]);
+}
+
+void tu_gdn_collect(tu_gdn_bound *bd, tu_gdn_outputs *out)
+{
+    const tu_gdn_shape *sh = &bd->sh;
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
+        if (out->len[i])
+            tu_download_into(bd->e, tu_sub(bd->out[i], 0, out->len[i]), out->t[i]);
+    for (size_t s = 0; s < bd->b; s++) {
+        if (sh->ring_words)
+            tu_download_into(bd->e, tu_view(bd->ring[s]), out->t[TU_GDN_RING] + s * sh->ring_words);
+        tu_download_into(bd->e, tu_view(bd->canonical[s]),
+                         out->t[TU_GDN_CANONICAL] + s * sh->state_words);
+        tu_download_into(bd->e, tu_view(bd->alternate[s]),
+                         out->t[TU_GDN_ALTERNATE] + s * sh->state_words);
+    }
+}
+
+void tu_gdn_unbind(tu_gdn_bound *bd)
+{
+    MemraSliceMutF32 bufs[] = {bd->w, bd->dt_bias, bd->a, bd->qkv, bd->beta_raw, bd->alpha};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tu_free(bd->e, bufs[i].ptr);
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
+        tu_free(bd->e, bd->out[i].ptr);
+    for (size_t s = 0; s < 3 * bd->b; s++)
+        tu_free(bd->e, bd->ring[s].ptr);
+    tu_free(bd->e, bd->table.ptr);
+    free(bd->ring);
+}
+
+MemraStatus tu_gdn_program_step(MemraEngine *e, void *bound)
+{
+    const tu_gdn_bound *bd = bound;
+    const MemraVerifyArgs *v = &bd->args;
+    const tu_gdn_shape *sh = &bd->sh;
+    MemraStatus st =
+        memra_ssm_conv1d_fused_decode_tloop(e, v->qkv, v->table, v->w, v->conv_outs, v->snap_conv,
+                                            sh->conv_dim, sh->d_conv, bd->t, bd->b);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    st = memra_gdn_prep_decode_b(e, tu_view(v->conv_outs), v->beta_raw, v->alpha, v->dt_bias, v->a,
+                                 v->q_l2, v->k_l2, v->v_g, v->beta, v->g_log, MEMRA_D_STATE,
+                                 sh->num_v, sh->num_k, sh->key_dim, TU_GDN_EPS, sh->conv_dim,
+                                 bd->b * bd->t);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    return memra_gdn_scan_s128_tsnap(e, tu_view(v->q_l2), tu_view(v->k_l2), tu_view(v->v_g),
+                                     tu_view(v->g_log), tu_view(v->beta), v->table, v->o, sh->num_v,
+                                     bd->t, bd->b, TU_GDN_SCALE, v->snap_ssm);
+}
+
+MemraStatus tu_gdn_verify_step(MemraEngine *e, void *bound)
+{
+    const tu_gdn_bound *bd = bound;
+    return memra_gdn_verify(e, &bd->args);
 }

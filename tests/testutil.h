@@ -160,4 +160,98 @@ size_t tu_tiled_head(size_t num_k, size_t num_v, size_t vh);
 void tu_to_tiled(float *dst, const float *src, size_t rows, size_t row_words, size_t offset,
                  size_t block, size_t num_k, size_t num_v);
 
+/* ---- Engines on a chosen device ---- */
+
+/* tu_engine() on CUDA device `ordinal` (the CPU backend ignores it). For MEMRA_BACKEND_CUDA it
+ * skips the running test when no device is usable at that ordinal. */
+MemraEngine *tu_engine_at(MemraBackend backend, int32_t ordinal);
+
+/* ---- A whole verify: its inputs, the tensors it writes, the 1.0 program and the 1.1 call ---- */
+
+/* Every tensor a SNAPSHOTS verify (or the 1.0 packed program with snapshots) writes, in the
+ * order failures report them. The first nine come from the output views, the last three are
+ * the sequences' own buffers read back after the run. */
+enum tu_gdn_tensor {
+    TU_GDN_CONV_OUTS,
+    TU_GDN_Q_L2,
+    TU_GDN_K_L2,
+    TU_GDN_V_G,
+    TU_GDN_BETA,
+    TU_GDN_G_LOG,
+    TU_GDN_O,
+    TU_GDN_SNAP_CONV,
+    TU_GDN_SNAP_SSM,
+    TU_GDN_RING,
+    TU_GDN_CANONICAL,
+    TU_GDN_ALTERNATE,
+    TU_GDN_N_TENSORS
+};
+#define TU_GDN_N_VIEWS (TU_GDN_SNAP_SSM + 1)
+
+extern const char *const tu_gdn_tensor_name[TU_GDN_N_TENSORS];
+
+/* Words of `tensor` for `b` sequences of `t` rows. */
+size_t tu_gdn_tensor_len(const tu_gdn_shape *sh, size_t t, size_t b, int tensor);
+
+/* Host inputs of a verify of `b` sequences of `t` rows; per-sequence arrays are sequence-major.
+ * `alt0` is what the alternate state buffers hold before the run (random, so that a buffer the
+ * run must leave alone is seen to be left alone). */
+typedef struct tu_gdn_inputs {
+    float *w, *dt_bias, *a;
+    float *ring0, *state0, *alt0;
+    float *qkv, *beta_raw, *alpha;
+} tu_gdn_inputs;
+
+/* Allocates the arrays (uninitialised). */
+void tu_gdn_inputs_alloc(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_inputs *in);
+/* Allocates and draws every input from `seed` (tu_gdn_weights, tu_gdn_rows, tu_gdn_sequence). */
+void tu_gdn_inputs_make(const tu_gdn_shape *sh, size_t t, size_t b, uint64_t seed,
+                        tu_gdn_inputs *in);
+void tu_gdn_inputs_free(tu_gdn_inputs *in);
+
+/* Every tensor of one run on the host, each filled with the poison pattern when made. */
+typedef struct tu_gdn_outputs {
+    float *t[TU_GDN_N_TENSORS];
+    size_t len[TU_GDN_N_TENSORS];
+} tu_gdn_outputs;
+
+void tu_gdn_outputs_make(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_outputs *out);
+void tu_gdn_outputs_free(tu_gdn_outputs *out);
+
+/* Fails the test unless every tensor of `got` equals `ref` bit for bit (tu_expect_bits), each
+ * failure naming the tensor after `what`. */
+void tu_gdn_expect_outputs(const tu_gdn_outputs *got, const tu_gdn_outputs *ref, const char *what);
+
+/* A verify bound to an engine: the inputs uploaded, one ring and two states per sequence, the
+ * [b, 3] table pointing at them, every output view poisoned, and `args` filled for a SNAPSHOTS
+ * memra_gdn_verify in `order` with every optional output given. */
+typedef struct tu_gdn_bound {
+    MemraEngine *e;
+    tu_gdn_shape sh;
+    size_t t, b;
+    MemraSliceMutF32 w, dt_bias, a, qkv, beta_raw, alpha;
+    MemraSliceMutF32 out[TU_GDN_N_VIEWS];
+    /* b entries each. */
+    MemraSliceMutF32 *ring, *canonical, *alternate;
+    MemraSliceMutU64 table;
+    MemraVerifyArgs args;
+} tu_gdn_bound;
+
+void tu_gdn_bind(MemraEngine *e, const tu_gdn_shape *sh, size_t t, size_t b, MemraHeadOrder order,
+                 const tu_gdn_inputs *in, tu_gdn_bound *bd);
+/* Writes the starting rings and states of `in` back into the sequences' buffers and poisons
+ * every output view, so that the next run starts where the first did. */
+void tu_gdn_rebind_inputs(tu_gdn_bound *bd, const tu_gdn_inputs *in);
+/* Reads every output view and every sequence buffer into `out`. */
+void tu_gdn_collect(tu_gdn_bound *bd, tu_gdn_outputs *out);
+void tu_gdn_unbind(tu_gdn_bound *bd);
+
+/* Graph steps (MemraStepFn) over a tu_gdn_bound; they only return statuses, so that worker
+ * threads may call them. The 1.0 program: memra_ssm_conv1d_fused_decode_tloop with conv
+ * snapshots, memra_gdn_prep_decode_b over the b * t rows, memra_gdn_scan_s128_tsnap with state
+ * snapshots (the tiled head order only: bd->args.head_order is not consulted). The 1.1 call:
+ * memra_gdn_verify(bd->args). */
+MemraStatus tu_gdn_program_step(MemraEngine *e, void *bound);
+MemraStatus tu_gdn_verify_step(MemraEngine *e, void *bound);
+
 #endif /* MEMRA_TESTUTIL_H */
