@@ -52,5 +52,6 @@ MEMRA__EXPORT MemraStatus memra_engine_synchronize(MemraEngine *engine)
     MEMRA__TRY(memra__check_engine(__func__, engine));
     if (engine->capture != NULL)
         return memra__capture_forbid(engine, __func__, "synchronising the engine");
-    return memra__from_backend(__func__, engine->backend->synchronize(engine));
+    MEMRA__TRY(memra__from_backend(__func__, engine->backend->synchronize(engine)));
+    return memra__from_backend(__func__, engine->backend->take_findings(engine));
 }

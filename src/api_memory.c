@@ -55,8 +55,11 @@ static MemraStatus copy(const char *fn, MemraEngine *e, bool to_device, void *ds
                                     e->backend->kind == MEMRA_BACKEND_CPU));
     if (len == 0)
         return MEMRA_STATUS_OK;
-    return memra__from_backend(fn, to_device ? e->backend->copy_htod(e, dst, src, len * elem)
-                                             : e->backend->copy_dtoh(e, dst, src, len * elem));
+    if (to_device)
+        return memra__from_backend(fn, e->backend->copy_htod(e, dst, src, len * elem));
+    MEMRA__TRY(memra__from_backend(fn, e->backend->copy_dtoh(e, dst, src, len * elem)));
+    /* A read-back is a synchronising call: it reports what the 1.1 kernels found. */
+    return memra__from_backend(fn, e->backend->take_findings(e));
 }
 
 MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, MemraAllocInit init,

@@ -45,10 +45,13 @@ typedef struct memra__backend {
     MemraStatus (*scan)(MemraEngine *e, const memra__scan_args *args);
     /* The 1.1 operations: the whole verify (or a journal commit, args->t == 0) and the
      * rollback. `err` and `counters` of the arguments are the backend's to fill. Counts found
-     * bad on the device are recorded, not returned: `synchronize` and `copy_dtoh` report the
-     * first one (INVALID_ARGUMENT) and clear it. */
+     * bad on the device are recorded, not returned: `take_findings` reports them. */
     MemraStatus (*verify)(MemraEngine *e, const memra__verify_args *args);
     MemraStatus (*rollback)(MemraEngine *e, const memra__rollback_args *args);
+    /* After a synchronisation: INVALID_ARGUMENT with the first finding the 1.1 kernels
+     * recorded (and the record cleared), or OK. Only the exported synchronising calls ask for
+     * it, so that the runtime's own waits (graph and engine teardown) lose no report. */
+    MemraStatus (*take_findings)(MemraEngine *e);
 
     /* Graph capture: begin recording the engine's operations; end it, producing an executable
      * (`keep`) or discarding what was recorded (`!keep`, *out_exec untouched, must not fail). */

@@ -151,13 +151,12 @@ static MemraStatus cpu_copy(MemraEngine *e, void *dst, const void *src, size_t b
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_copy_dtoh(MemraEngine *e, void *dst, const void *src, size_t bytes)
+static MemraStatus cpu_synchronize(MemraEngine *e)
 {
-    memcpy(dst, src, bytes);
-    return memra__dev_error_take("cpu backend", &((cpu_engine *)e->impl)->err);
+    return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_synchronize(MemraEngine *e)
+static MemraStatus cpu_take_findings(MemraEngine *e)
 {
     return memra__dev_error_take("cpu backend", &((cpu_engine *)e->impl)->err);
 }
@@ -239,13 +238,14 @@ const memra__backend memra__backend_cpu = {
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .copy_htod = cpu_copy,
-    .copy_dtoh = cpu_copy_dtoh,
+    .copy_dtoh = cpu_copy,
     .synchronize = cpu_synchronize,
     .conv = cpu_conv,
     .prep = cpu_prep,
     .scan = cpu_scan,
     .verify = cpu_verify,
     .rollback = cpu_rollback,
+    .take_findings = cpu_take_findings,
     .capture_begin = cpu_capture_begin,
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,

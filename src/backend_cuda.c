@@ -366,7 +366,7 @@ static MemraStatus cuda_copy_htod(MemraEngine *e, void *dst, const void *src, si
 
 /* After a synchronisation: reports a finding of the 1.1 kernels and re-arms the record. The
  * claim word is cleared in stream order, before any work enqueued later. */
-static MemraStatus take_findings(MemraEngine *e)
+static MemraStatus cuda_take_findings(MemraEngine *e)
 {
     cuda_engine *c = e->impl;
     MemraStatus st;
@@ -391,7 +391,7 @@ static MemraStatus cuda_copy_dtoh(MemraEngine *e, void *dst, const void *src, si
     if (err != cudaSuccess)
         return report(e, err, false, "cudaMemcpyAsync (device to host)");
     err = cudaStreamSynchronize((cudaStream_t)e->stream);
-    return err == cudaSuccess ? take_findings(e) : report(e, err, true, "cudaStreamSynchronize");
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
 }
 
 static MemraStatus cuda_synchronize(MemraEngine *e)
@@ -400,7 +400,7 @@ static MemraStatus cuda_synchronize(MemraEngine *e)
 
     MEMRA__TRY(enter(e));
     err = cudaStreamSynchronize((cudaStream_t)e->stream);
-    return err == cudaSuccess ? take_findings(e) : report(e, err, true, "cudaStreamSynchronize");
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
 }
 
 /* The kernels' entry points return the launch's cudaError_t as an int. */
@@ -577,6 +577,7 @@ const memra__backend memra__backend_cuda = {
     .scan = cuda_scan,
     .verify = cuda_verify,
     .rollback = cuda_rollback,
+    .take_findings = cuda_take_findings,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,
