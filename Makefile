@@ -95,7 +95,8 @@ $(LIB_DEV): $(LIB_SONAME)
 
 # Area rules: each fragment appends its checks to TEST_TARGETS (run in order by `make test`).
 TEST_TARGETS := format-check
-include $(sort $(wildcard mk/*.mk))
+# The test-support library first: the fragments after it link $(SUPPORT_LIB).
+include mk/support.mk $(filter-out mk/support.mk,$(sort $(wildcard mk/*.mk)))
 
 # On a fresh machine the Debian packages the checks need are installed first (as root; otherwise
 # the command to run is printed). DEPS=0 skips that step.

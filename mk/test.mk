@@ -1,5 +1,6 @@
-# Criterion suites: every tests/test_*.c plus tests/testutil.c make ONE binary,
-# $(BUILD)/tests/memra_tests, so a suite added by anyone joins `make test-c` by existing.
+# Criterion suites: every tests/test_*.c plus tests/testutil.c (the Criterion layer over the
+# test-support library, mk/support.mk) make ONE binary, $(BUILD)/tests/memra_tests, so a suite
+# added by anyone joins `make test-c` by existing.
 #
 #   make test-c                                  run every suite
 #   make test-c TEST_ARGS="--filter 'gdn_packed/*'"   run a subset (any Criterion option works)
@@ -24,13 +25,13 @@ TEST_C_LDLIBS := -lcriterion -lm
 TEST_ARGS ?=
 TEST_JOBS ?=
 
-$(BUILD)/tests/obj/%.o: %.c abi/memra.h tests/testutil.h $(BUILD)/.config
+$(BUILD)/tests/obj/%.o: %.c abi/memra.h tests/testutil.h $(SUPPORT_HDR) $(BUILD)/.config
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_C_CPPFLAGS) $(TEST_C_CFLAGS) -c $< -o $@
 
-$(TEST_C_BIN): $(TEST_C_OBJ) $(LIB_DEV)
+$(TEST_C_BIN): $(TEST_C_OBJ) $(SUPPORT_LIB) $(LIB_DEV)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_C_LDFLAGS) -o $@ $(TEST_C_OBJ) $(LIB_DEV) $(TEST_C_LDLIBS)
+	$(CC) $(TEST_C_LDFLAGS) -o $@ $(TEST_C_OBJ) $(SUPPORT_LIB) $(LIB_DEV) $(TEST_C_LDLIBS)
 
 .PHONY: test-c-build test-c
 test-c-build: $(TEST_C_BIN)

@@ -1,0 +1,188 @@
+#include "support.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tu_fail_fn tu_fail_handler;
+
+void tu_set_fail_handler(tu_fail_fn fn)
+{
+    tu_fail_handler = fn;
+}
+
+void tu_fail(const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (tu_fail_handler != NULL)
+        tu_fail_handler(msg);
+    /* A handler that returned, or none: nothing may continue past a broken contract. */
+    fprintf(stderr, "test support: %s\n", msg);
+    abort();
+}
+
+void tu_varied(float *out, size_t len, uint64_t seed, float spread)
+{
+    uint64_t x = (seed * UINT64_C(0x9E3779B97F4A7C15)) | 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out[i] = (float)((double)(x >> 11) / (double)(UINT64_C(1) << 53) * 2.0 - 1.0) * spread;
+    }
+}
+
+uint64_t tu_fresh_seed(void)
+{
+    const char *env = getenv("MEMRA_TEST_SEED");
+    if (env && *env)
+        return strtoull(env, NULL, 0);
+    uint64_t s = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&s, sizeof s, 1, f) != 1)
+            s = 0;
+        fclose(f);
+    }
+    return s ? s : UINT64_C(0x1234567887654321);
+}
+
+uint64_t tu_mix_seed(uint64_t base, uint64_t stream)
+{
+    uint64_t z = base + (stream + 1) * UINT64_C(0x9E3779B97F4A7C15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+void tu_poison_host(float *out, size_t len)
+{
+    const uint32_t bits = TU_POISON_BITS;
+    for (size_t i = 0; i < len; i++)
+        memcpy(&out[i], &bits, sizeof bits);
+}
+
+MemraSliceF32 tu_view(MemraSliceMutF32 s)
+{
+    MemraSliceF32 v = {s.ptr, s.len};
+    return v;
+}
+
+/* Whether [start, start + len) lies inside a buffer of `have` elements, without overflow. */
+static void tu_check_range(size_t start, size_t len, size_t have, const char *fn)
+{
+    if (start > have || len > have - start)
+        tu_fail("%s: elements [%zu, %zu + %zu) leave a buffer of %zu", fn, start, start, len, have);
+}
+
+MemraSliceF32 tu_sub(MemraSliceMutF32 s, size_t start, size_t len)
+{
+    tu_check_range(start, len, s.len, "tu_sub");
+    MemraSliceF32 v = {s.ptr + start, len};
+    return v;
+}
+
+MemraSliceMutF32 tu_sub_mut(MemraSliceMutF32 s, size_t start, size_t len)
+{
+    tu_check_range(start, len, s.len, "tu_sub_mut");
+    MemraSliceMutF32 v = {s.ptr + start, len};
+    return v;
+}
+
+MemraSliceU64 tu_view_u64(MemraSliceMutU64 s)
+{
+    MemraSliceU64 v = {s.ptr, s.len};
+    return v;
+}
+
+MemraSliceU64 tu_sub_u64(MemraSliceMutU64 s, size_t start, size_t len)
+{
+    tu_check_range(start, len, s.len, "tu_sub_u64");
+    MemraSliceU64 v = {s.ptr + start, len};
+    return v;
+}
+
+MemraSliceU32 tu_view_u32(MemraSliceMutU32 s)
+{
+    MemraSliceU32 v = {s.ptr, s.len};
+    return v;
+}
+
+uint64_t tu_addr(MemraSliceMutF32 s)
+{
+    return (uint64_t)(uintptr_t)s.ptr;
+}
+
+size_t tu_bit_diffs(const float *a, const float *b, size_t len)
+{
+    /* The common, passing case in one pass; count word by word only when something differs. */
+    if (len == 0 || memcmp(a, b, len * sizeof(float)) == 0)
+        return 0;
+    size_t d = 0;
+    for (size_t i = 0; i < len; i++)
+        d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return d;
+}
+
+size_t tu_first_diff(const float *a, const float *b, size_t len)
+{
+    if (len == 0 || memcmp(a, b, len * sizeof(float)) == 0)
+        return len;
+    size_t i = 0;
+    while (memcmp(&a[i], &b[i], sizeof(float)) == 0)
+        i++;
+    return i;
+}
+
+bool tu_all_finite(const float *a, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!isfinite(a[i]))
+            return false;
+    return true;
+}
+
+double tu_rel_err(const float *a, const double *ref, size_t len)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < len; i++) {
+        double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (!isfinite(num))
+        return INFINITY;
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+double tu_rel_err_f32(const float *a, const float *ref, size_t len)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < len; i++) {
+        double d = (double)a[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    if (!isfinite(num))
+        return INFINITY;
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+uint64_t tu_fnv1a(const float *a, size_t len)
+{
+    if (a == NULL)
+        return 0;
+    uint64_t h = UINT64_C(14695981039346656037);
+    const unsigned char *c = (const unsigned char *)a;
+    for (size_t i = 0; i < len * sizeof(float); i++) {
+        h ^= c[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
