@@ -139,210 +139,70 @@ impl Elem for u64 {}
 impl Elem for u32 {}
 impl Elem for i32 {}
 
-impl sealed::ElemImpl for f32 {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void) {
-        let mut out = sys::MemraSliceMutF32 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        };
-        let code = sys::memra_alloc_f32(e, len, init, &mut out);
-        (code, out.ptr.cast())
-    }
+/// The library's entry points for element type `$t`, stored as the library's `$lib` elements:
+/// `u32` and `i32` share the u32 entry points (same size and alignment, and every bit pattern
+/// is valid for both, so the copies move either unchanged).
+macro_rules! elem_impl {
+    ($t:ty => $lib:ty, $slice:ident, $slice_mut:ident, $alloc:ident, $htod:ident, $dtoh:ident) => {
+        impl sealed::ElemImpl for $t {
+            unsafe fn alloc(
+                e: *mut sys::MemraEngine,
+                len: usize,
+                init: sys::MemraAllocInit,
+            ) -> (sys::MemraStatus, *mut c_void) {
+                let mut out = sys::$slice_mut {
+                    ptr: ptr::null_mut(),
+                    len: 0,
+                };
+                let code = sys::$alloc(e, len, init, &mut out);
+                (code, out.ptr.cast())
+            }
 
-    unsafe fn upload(
-        e: *mut sys::MemraEngine,
-        src: &[f32],
-        dst: *mut c_void,
-        dst_len: usize,
-    ) -> sys::MemraStatus {
-        let src = sys::MemraSliceF32 {
-            ptr: src.as_ptr(),
-            len: src.len(),
-        };
-        let dst = sys::MemraSliceMutF32 {
-            ptr: dst.cast(),
-            len: dst_len,
-        };
-        sys::memra_htod_f32_into(e, src, dst)
-    }
+            unsafe fn upload(
+                e: *mut sys::MemraEngine,
+                src: &[$t],
+                dst: *mut c_void,
+                dst_len: usize,
+            ) -> sys::MemraStatus {
+                let src = sys::$slice {
+                    ptr: src.as_ptr().cast::<$lib>(),
+                    len: src.len(),
+                };
+                let dst = sys::$slice_mut {
+                    ptr: dst.cast(),
+                    len: dst_len,
+                };
+                sys::$htod(e, src, dst)
+            }
 
-    unsafe fn download(
-        e: *mut sys::MemraEngine,
-        src: *const c_void,
-        src_len: usize,
-        dst: &mut [f32],
-    ) -> sys::MemraStatus {
-        let src = sys::MemraSliceF32 {
-            ptr: src.cast(),
-            len: src_len,
-        };
-        let dst = sys::MemraSliceMutF32 {
-            ptr: dst.as_mut_ptr(),
-            len: dst.len(),
-        };
-        sys::memra_dtoh_f32(e, src, dst)
-    }
-}
-
-impl sealed::ElemImpl for u64 {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void) {
-        let mut out = sys::MemraSliceMutU64 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        };
-        let code = sys::memra_alloc_u64(e, len, init, &mut out);
-        (code, out.ptr.cast())
-    }
-
-    unsafe fn upload(
-        e: *mut sys::MemraEngine,
-        src: &[u64],
-        dst: *mut c_void,
-        dst_len: usize,
-    ) -> sys::MemraStatus {
-        let src = sys::MemraSliceU64 {
-            ptr: src.as_ptr(),
-            len: src.len(),
-        };
-        let dst = sys::MemraSliceMutU64 {
-            ptr: dst.cast(),
-            len: dst_len,
-        };
-        sys::memra_htod_u64_into(e, src, dst)
-    }
-
-    unsafe fn download(
-        e: *mut sys::MemraEngine,
-        src: *const c_void,
-        src_len: usize,
-        dst: &mut [u64],
-    ) -> sys::MemraStatus {
-        let src = sys::MemraSliceU64 {
-            ptr: src.cast(),
-            len: src_len,
-        };
-        let dst = sys::MemraSliceMutU64 {
-            ptr: dst.as_mut_ptr(),
-            len: dst.len(),
-        };
-        sys::memra_dtoh_u64(e, src, dst)
-    }
-}
-
-unsafe fn alloc_u32(
-    e: *mut sys::MemraEngine,
-    len: usize,
-    init: sys::MemraAllocInit,
-) -> (sys::MemraStatus, *mut c_void) {
-    let mut out = sys::MemraSliceMutU32 {
-        ptr: ptr::null_mut(),
-        len: 0,
+            unsafe fn download(
+                e: *mut sys::MemraEngine,
+                src: *const c_void,
+                src_len: usize,
+                dst: &mut [$t],
+            ) -> sys::MemraStatus {
+                let src = sys::$slice {
+                    ptr: src.cast(),
+                    len: src_len,
+                };
+                let dst = sys::$slice_mut {
+                    ptr: dst.as_mut_ptr().cast::<$lib>(),
+                    len: dst.len(),
+                };
+                sys::$dtoh(e, src, dst)
+            }
+        }
     };
-    let code = sys::memra_alloc_u32(e, len, init, &mut out);
-    (code, out.ptr.cast())
 }
 
-unsafe fn upload_u32(
-    e: *mut sys::MemraEngine,
-    src: *const u32,
-    src_len: usize,
-    dst: *mut c_void,
-    dst_len: usize,
-) -> sys::MemraStatus {
-    let src = sys::MemraSliceU32 {
-        ptr: src,
-        len: src_len,
-    };
-    let dst = sys::MemraSliceMutU32 {
-        ptr: dst.cast(),
-        len: dst_len,
-    };
-    sys::memra_htod_u32_into(e, src, dst)
-}
-
-unsafe fn download_u32(
-    e: *mut sys::MemraEngine,
-    src: *const c_void,
-    src_len: usize,
-    dst: *mut u32,
-    dst_len: usize,
-) -> sys::MemraStatus {
-    let src = sys::MemraSliceU32 {
-        ptr: src.cast(),
-        len: src_len,
-    };
-    let dst = sys::MemraSliceMutU32 {
-        ptr: dst,
-        len: dst_len,
-    };
-    sys::memra_dtoh_u32(e, src, dst)
-}
-
-impl sealed::ElemImpl for u32 {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void) {
-        alloc_u32(e, len, init)
-    }
-
-    unsafe fn upload(
-        e: *mut sys::MemraEngine,
-        src: &[u32],
-        dst: *mut c_void,
-        dst_len: usize,
-    ) -> sys::MemraStatus {
-        upload_u32(e, src.as_ptr(), src.len(), dst, dst_len)
-    }
-
-    unsafe fn download(
-        e: *mut sys::MemraEngine,
-        src: *const c_void,
-        src_len: usize,
-        dst: &mut [u32],
-    ) -> sys::MemraStatus {
-        download_u32(e, src, src_len, dst.as_mut_ptr(), dst.len())
-    }
-}
-
-impl sealed::ElemImpl for i32 {
-    unsafe fn alloc(
-        e: *mut sys::MemraEngine,
-        len: usize,
-        init: sys::MemraAllocInit,
-    ) -> (sys::MemraStatus, *mut c_void) {
-        alloc_u32(e, len, init)
-    }
-
-    // i32 and u32 have the same size and alignment, and every bit pattern is valid for both,
-    // so the library's u32 copies move i32 values unchanged.
-    unsafe fn upload(
-        e: *mut sys::MemraEngine,
-        src: &[i32],
-        dst: *mut c_void,
-        dst_len: usize,
-    ) -> sys::MemraStatus {
-        upload_u32(e, src.as_ptr().cast(), src.len(), dst, dst_len)
-    }
-
-    unsafe fn download(
-        e: *mut sys::MemraEngine,
-        src: *const c_void,
-        src_len: usize,
-        dst: &mut [i32],
-    ) -> sys::MemraStatus {
-        download_u32(e, src, src_len, dst.as_mut_ptr().cast(), dst.len())
-    }
-}
+elem_impl!(f32 => f32, MemraSliceF32, MemraSliceMutF32,
+           memra_alloc_f32, memra_htod_f32_into, memra_dtoh_f32);
+elem_impl!(u64 => u64, MemraSliceU64, MemraSliceMutU64,
+           memra_alloc_u64, memra_htod_u64_into, memra_dtoh_u64);
+elem_impl!(u32 => u32, MemraSliceU32, MemraSliceMutU32,
+           memra_alloc_u32, memra_htod_u32_into, memra_dtoh_u32);
+elem_impl!(i32 => u32, MemraSliceU32, MemraSliceMutU32,
+           memra_alloc_u32, memra_htod_u32_into, memra_dtoh_u32);
 
 /// Keeps a buffer borrowed while the device address [`DevicePtr::device_ptr`] returned is in
 /// use (cudarc's `SyncOnDrop`). Dropping it does nothing else: every operation of an engine is
@@ -516,21 +376,6 @@ impl<T> CudaSlice<T> {
         &self.alloc
     }
 
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a buffer of no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Size in bytes.
-    pub fn num_bytes(&self) -> usize {
-        self.len * mem::size_of::<T>()
-    }
-
     /// A read-only view of the elements in `range`.
     ///
     /// # Panics
@@ -629,21 +474,6 @@ impl<'a, T> CudaView<'a, T> {
         }
     }
 
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a view of no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Size in bytes.
-    pub fn num_bytes(&self) -> usize {
-        self.len * mem::size_of::<T>()
-    }
-
     /// A view of the elements in `range` of this view.
     ///
     /// # Panics
@@ -695,21 +525,6 @@ impl<'a, T> CudaViewMut<'a, T> {
         }
     }
 
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True for a view of no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Size in bytes.
-    pub fn num_bytes(&self) -> usize {
-        self.len * mem::size_of::<T>()
-    }
-
     /// A read-only view of the elements in `range` of this view.
     ///
     /// # Panics
@@ -737,6 +552,32 @@ impl<T> fmt::Debug for CudaViewMut<'_, T> {
             .finish()
     }
 }
+
+/// The sizes every buffer and view reports, as cudarc's types do without a trait import.
+macro_rules! sizes {
+    ($($ty:ty),+) => {
+        $(
+            impl<T> $ty {
+                /// Number of elements.
+                pub fn len(&self) -> usize {
+                    self.len
+                }
+
+                /// True for no elements.
+                pub fn is_empty(&self) -> bool {
+                    self.len == 0
+                }
+
+                /// Size in bytes.
+                pub fn num_bytes(&self) -> usize {
+                    self.len * mem::size_of::<T>()
+                }
+            }
+        )+
+    };
+}
+
+sizes!(CudaSlice<T>, CudaView<'_, T>, CudaViewMut<'_, T>);
 
 /// The run of `len` elements of `T` starting `offset` elements into `alloc`.
 fn raw_at<T>(alloc: &Arc<Alloc>, offset: usize, len: usize) -> RawBuf<'_> {

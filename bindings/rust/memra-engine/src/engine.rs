@@ -14,7 +14,7 @@ use crate::buffer::{
 };
 use crate::error::{check, Error, Res, Result, Status};
 use crate::lock::LockGuard;
-use crate::shared::{CopyScratch, Shared};
+use crate::shared::{CopyScratch, Shared, State};
 
 /// Which implementation an engine runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -761,27 +761,42 @@ impl Engine {
         Ok(out)
     }
 
-    /// Scratch for a copy of `len` elements: the engine's cached one (grown outside captures),
-    /// or inside a capture that needs more, one allocated for the call (it belongs to the
-    /// graph).
+    /// Scratch for a copy of `len` elements (see [`Scratch::views`]).
     fn copy_scratch(&self, guard: &LockGuard<'_>, len: usize) -> Res<Scratch> {
-        let need = elements("Engine::copy_into", "the copy's scratch", &[len, 3])?;
+        self.scratch(guard, ScratchKind::Copy, len)
+    }
+
+    /// `words` f32 zeros to copy from.
+    fn zero_source(&self, guard: &LockGuard<'_>, words: usize) -> Res<Scratch> {
+        self.scratch(guard, ScratchKind::Zeros, words)
+    }
+
+    /// The engine's scratch of `kind` for `len` elements, grown outside captures; inside a
+    /// capture that needs more, scratch allocated for the call (it belongs to the graph).
+    fn scratch(&self, guard: &LockGuard<'_>, kind: ScratchKind, len: usize) -> Res<Scratch> {
+        const F: &str = "Engine::copy_into";
+        // A copy's scratch holds weights and outputs (3 per element); zeros are only read, so
+        // they are allocated zeroed and never written.
+        let (parts, init) = match kind {
+            ScratchKind::Copy => (3, sys::MEMRA_ALLOC_INIT_UNINIT),
+            ScratchKind::Zeros => (1, sys::MEMRA_ALLOC_INIT_ZEROED),
+        };
         {
-            let state = self.shared.state(guard).borrow();
-            if let Some(s) = state.copy_scratch.as_ref().filter(|s| s.cap >= len) {
+            let mut state = self.shared.state(guard).borrow_mut();
+            if let Some(s) = kind.of(&mut state).as_ref().filter(|s| s.cap >= len) {
                 return Ok(Scratch::Engine(s.ptr, s.cap));
             }
         }
         if self.capturing(guard) {
-            let buf = self.alloc_buf::<f32>(need, sys::MEMRA_ALLOC_INIT_UNINIT)?;
+            let need = elements(F, "the copy's scratch", &[len, parts])?;
+            let buf = self.alloc_buf::<f32>(need, init)?;
             return Ok(Scratch::Call(buf, len));
         }
         // Grow geometrically so that a run of growing copies allocates O(log n) times.
         let cap = len.max(1 << 16).next_power_of_two().max(len);
-        let elems = elements("Engine::copy_into", "the copy's scratch", &[cap, 3])?;
+        let elems = elements(F, "the copy's scratch", &[cap, parts])?;
         // SAFETY: a live engine, its lock held.
-        let (code, ptr) =
-            unsafe { <f32 as ElemImpl>::alloc(self.raw(), elems, sys::MEMRA_ALLOC_INIT_UNINIT) };
+        let (code, ptr) = unsafe { <f32 as ElemImpl>::alloc(self.raw(), elems, init) };
         check(code)?;
         let ptr = NonNull::new(ptr.cast::<f32>()).ok_or_else(|| {
             Error::new(
@@ -789,39 +804,9 @@ impl Engine {
                 "the library reported an allocation without an address".to_string(),
             )
         })?;
-        // The previous scratch stays allocated (graphs may use it) until the engine is
-        // destroyed.
-        self.shared.state(guard).borrow_mut().copy_scratch = Some(CopyScratch { ptr, cap });
-        Ok(Scratch::Engine(ptr, cap))
-    }
-
-    /// `words` f32 zeros to copy from: the engine's (grown outside captures), or inside a
-    /// capture that needs more, zeros allocated for the call (they belong to the graph).
-    fn zero_source(&self, guard: &LockGuard<'_>, words: usize) -> Res<Scratch> {
-        {
-            let state = self.shared.state(guard).borrow();
-            if let Some(z) = state.zeros.as_ref().filter(|z| z.cap >= words) {
-                return Ok(Scratch::Engine(z.ptr, z.cap));
-            }
-        }
-        if self.capturing(guard) {
-            let buf = self.alloc_buf::<f32>(words, sys::MEMRA_ALLOC_INIT_ZEROED)?;
-            return Ok(Scratch::Call(buf, words));
-        }
-        let cap = words.max(1 << 16).next_power_of_two().max(words);
-        // SAFETY: a live engine, its lock held.
-        let (code, ptr) =
-            unsafe { <f32 as ElemImpl>::alloc(self.raw(), cap, sys::MEMRA_ALLOC_INIT_ZEROED) };
-        check(code)?;
-        let ptr = NonNull::new(ptr.cast::<f32>()).ok_or_else(|| {
-            Error::new(
-                Status::Internal,
-                "the library reported an allocation without an address".to_string(),
-            )
-        })?;
-        // The previous zeros stay allocated (graphs may read them) until the engine is
-        // destroyed.
-        self.shared.state(guard).borrow_mut().zeros = Some(CopyScratch { ptr, cap });
+        // The previous scratch stays allocated (graphs captured with it still use it) until
+        // the engine is destroyed.
+        *kind.of(&mut self.shared.state(guard).borrow_mut()) = Some(CopyScratch { ptr, cap });
         Ok(Scratch::Engine(ptr, cap))
     }
 
@@ -879,6 +864,25 @@ impl Engine {
             },
             len,
         ))
+    }
+}
+
+/// Which of the engine's scratch buffers.
+#[derive(Clone, Copy)]
+enum ScratchKind {
+    /// The conv weights and outputs a copy writes and ignores.
+    Copy,
+    /// The zeros `memset_zeros` copies from.
+    Zeros,
+}
+
+impl ScratchKind {
+    /// The engine's scratch of this kind.
+    fn of(self, state: &mut State) -> &mut Option<CopyScratch> {
+        match self {
+            ScratchKind::Copy => &mut state.copy_scratch,
+            ScratchKind::Zeros => &mut state.zeros,
+        }
     }
 }
 

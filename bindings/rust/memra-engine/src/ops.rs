@@ -23,6 +23,31 @@ use crate::shared::SLOT_WIDTH;
 
 const S: usize = 128;
 
+/// The scan inputs, in the order the entry points take them.
+const SCAN_IN: [&str; 5] = ["q", "k", "v", "g_log", "beta"];
+
+/// Defines one operation under each of the names memra-engine's two API generations give it
+/// (0.72's `_b` / `_batched` next to 0.136's `_view` forms), from one parameter list and one
+/// body: each name gets its own documentation and reports errors as `Engine::<name>` (the
+/// constant `F` the body reads). A name may bind values the body uses (`entry = ...`: the C
+/// entry point of that name).
+macro_rules! named_ops {
+    (
+        fn $params:tt $body:block
+        $( $(#[$doc:meta])* $name:ident($($bind:ident = $value:expr),* $(,)?); )+
+    ) => {
+        $(
+            $(#[$doc])*
+            #[allow(clippy::too_many_arguments)]
+            pub fn $name $params -> Result<()> {
+                const F: &str = concat!("Engine::", stringify!($name));
+                $(let $bind = $value;)*
+                $body
+            }
+        )+
+    };
+}
+
 impl Engine {
     /// `buf` as argument `name` of `func` (see [`Engine::arg`]).
     fn t<'b, T, B: DevicePtr<T> + ?Sized>(
@@ -52,96 +77,66 @@ impl Engine {
         }
     }
 
-    /// Per-row causal conv step + SiLU for `b_n` independent sequences, one row each
-    /// (`memra_ssm_conv1d_fused_decode_b_view`).
-    ///
-    /// `qkv` is `[b_n, conv_dim]`; `conv_ptrs` holds `b_n` addresses, entry b the ring
-    /// `[conv_dim, d_conv - 1]` of sequence b, read at execution and rolled in place; `w` is
-    /// `[conv_dim, d_conv]`; `conv_out` is `[b_n, conv_dim]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn ssm_conv1d_fused_decode_b_view(
+    /// Five checked f32 inputs named `names`, in that order.
+    fn inputs(
         &self,
-        qkv: &impl DevicePtr<f32>,
-        conv_ptrs: &impl DevicePtr<u64>,
-        w: &impl DevicePtr<f32>,
-        conv_out: &mut impl DevicePtrMut<f32>,
-        conv_dim: usize,
-        d_conv: usize,
-        b_n: usize,
-    ) -> Result<()> {
-        Ok(self.conv_b(
-            "Engine::ssm_conv1d_fused_decode_b_view",
-            qkv,
-            conv_ptrs,
-            w,
-            conv_out,
-            conv_dim,
-            d_conv,
-            b_n,
-        )?)
-    }
-
-    /// memra-engine 0.72's name for [`Engine::ssm_conv1d_fused_decode_b_view`]: the batched
-    /// linear layer's conv step over a `[b_n]` table of rings.
-    #[allow(clippy::too_many_arguments)]
-    pub fn ssm_conv1d_fused_decode_b(
-        &self,
-        qkv: &impl DevicePtr<f32>,
-        conv_ptrs: &impl DevicePtr<u64>,
-        w: &impl DevicePtr<f32>,
-        conv_out: &mut impl DevicePtrMut<f32>,
-        conv_dim: usize,
-        d_conv: usize,
-        b_n: usize,
-    ) -> Result<()> {
-        Ok(self.conv_b(
-            "Engine::ssm_conv1d_fused_decode_b",
-            qkv,
-            conv_ptrs,
-            w,
-            conv_out,
-            conv_dim,
-            d_conv,
-            b_n,
-        )?)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn conv_b<Q, P, W, O>(
-        &self,
+        g: &LockGuard<'_>,
         func: &str,
-        qkv: &Q,
-        conv_ptrs: &P,
-        w: &W,
-        conv_out: &mut O,
-        conv_dim: usize,
-        d_conv: usize,
-        b_n: usize,
-    ) -> Res<()>
-    where
-        Q: DevicePtr<f32> + ?Sized,
-        P: DevicePtr<u64> + ?Sized,
-        W: DevicePtr<f32> + ?Sized,
-        O: DevicePtrMut<f32> + ?Sized,
-    {
-        let g = self.lock();
-        let qkv = self.t(&g, func, "qkv", qkv)?.f32();
-        let conv_ptrs = self.t(&g, func, "conv_ptrs", conv_ptrs)?.u64();
-        let w = self.t(&g, func, "w", w)?.f32();
-        let conv_out = self.t(&g, func, "conv_out", &*conv_out)?.f32_mut();
-        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
-        check(unsafe {
-            sys::memra_ssm_conv1d_fused_decode_b_view(
-                self.raw(),
-                qkv,
-                conv_ptrs,
-                w,
-                conv_out,
-                conv_dim,
-                d_conv,
-                b_n,
-            )
-        })
+        names: [&str; 5],
+        ins: [&dyn DevicePtr<f32>; 5],
+    ) -> Res<[sys::MemraSliceF32; 5]> {
+        let mut out = [sys::MemraSliceF32 {
+            ptr: ptr::null(),
+            len: 0,
+        }; 5];
+        for (i, buf) in ins.iter().enumerate() {
+            out[i] = self.t(g, func, names[i], *buf)?.f32();
+        }
+        Ok(out)
+    }
+
+    named_ops! {
+        fn(
+            &self,
+            qkv: &impl DevicePtr<f32>,
+            conv_ptrs: &impl DevicePtr<u64>,
+            w: &impl DevicePtr<f32>,
+            conv_out: &mut impl DevicePtrMut<f32>,
+            conv_dim: usize,
+            d_conv: usize,
+            b_n: usize,
+        ) {
+            let g = self.lock();
+            let qkv = self.t(&g, F, "qkv", qkv)?.f32();
+            let conv_ptrs = self.t(&g, F, "conv_ptrs", conv_ptrs)?.u64();
+            let w = self.t(&g, F, "w", w)?.f32();
+            let conv_out = self.t(&g, F, "conv_out", &*conv_out)?.f32_mut();
+            // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
+            Ok(check(unsafe {
+                sys::memra_ssm_conv1d_fused_decode_b_view(
+                    self.raw(),
+                    qkv,
+                    conv_ptrs,
+                    w,
+                    conv_out,
+                    conv_dim,
+                    d_conv,
+                    b_n,
+                )
+            })?)
+        }
+
+        /// Per-row causal conv step + SiLU for `b_n` independent sequences, one row each
+        /// (`memra_ssm_conv1d_fused_decode_b_view`).
+        ///
+        /// `qkv` is `[b_n, conv_dim]`; `conv_ptrs` holds `b_n` addresses, entry b the ring
+        /// `[conv_dim, d_conv - 1]` of sequence b, read at execution and rolled in place; `w`
+        /// is `[conv_dim, d_conv]`; `conv_out` is `[b_n, conv_dim]`.
+        ssm_conv1d_fused_decode_b_view();
+
+        /// memra-engine 0.72's name for [`Engine::ssm_conv1d_fused_decode_b_view`]: the batched
+        /// linear layer's conv step over a `[b_n]` table of rings.
+        ssm_conv1d_fused_decode_b();
     }
 
     /// Per-row conv step + SiLU of ONE sequence whose ring `conv_state` (`[conv_dim,
@@ -198,80 +193,53 @@ impl Engine {
         })?)
     }
 
-    /// GDN prep for `b_n` rows, taking views (`memra_gdn_prep_decode_b_view`); identical to
-    /// [`Engine::gdn_prep_decode_b`].
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_prep_decode_b_view(
-        &self,
-        conv_out: &impl DevicePtr<f32>,
-        beta_raw: &impl DevicePtr<f32>,
-        alpha: &impl DevicePtr<f32>,
-        dt_bias: &impl DevicePtr<f32>,
-        a: &impl DevicePtr<f32>,
-        q_l2: &mut impl DevicePtrMut<f32>,
-        k_l2: &mut impl DevicePtrMut<f32>,
-        v_g: &mut impl DevicePtrMut<f32>,
-        beta: &mut impl DevicePtrMut<f32>,
-        g_log: &mut impl DevicePtrMut<f32>,
-        d_state: usize,
-        num_v: usize,
-        num_k: usize,
-        key_dim: usize,
-        eps: f32,
-        conv_dim: usize,
-        b_n: usize,
-    ) -> Result<()> {
-        Ok(self.prep(
-            "Engine::gdn_prep_decode_b_view",
-            sys::memra_gdn_prep_decode_b_view,
-            [conv_out, beta_raw, alpha, dt_bias, a],
-            [q_l2, k_l2, v_g, beta, g_log],
-            [d_state, num_v, num_k, key_dim],
-            eps,
-            conv_dim,
-            b_n,
-        )?)
-    }
+    named_ops! {
+        fn(
+            &self,
+            conv_out: &impl DevicePtr<f32>,
+            beta_raw: &impl DevicePtr<f32>,
+            alpha: &impl DevicePtr<f32>,
+            dt_bias: &impl DevicePtr<f32>,
+            a: &impl DevicePtr<f32>,
+            q_l2: &mut impl DevicePtrMut<f32>,
+            k_l2: &mut impl DevicePtrMut<f32>,
+            v_g: &mut impl DevicePtrMut<f32>,
+            beta: &mut impl DevicePtrMut<f32>,
+            g_log: &mut impl DevicePtrMut<f32>,
+            d_state: usize,
+            num_v: usize,
+            num_k: usize,
+            key_dim: usize,
+            eps: f32,
+            conv_dim: usize,
+            b_n: usize,
+        ) {
+            Ok(self.prep(
+                F,
+                entry,
+                [conv_out, beta_raw, alpha, dt_bias, a],
+                [q_l2, k_l2, v_g, beta, g_log],
+                [d_state, num_v, num_k, key_dim],
+                eps,
+                conv_dim,
+                b_n,
+            )?)
+        }
 
-    /// GDN prep for `b_n` rows (`memra_gdn_prep_decode_b`): per-row, one row of each of `b_n`
-    /// sequences; packed, the `T` rows of one sequence (`b_n = T`) or `B * T` rows of a batch.
-    ///
-    /// Inputs: `conv_out` `[b_n, conv_dim]` (channels q | k | v), `beta_raw` and `alpha`
-    /// `[b_n, num_v]`, `dt_bias` and `a` `[num_v]`. Outputs: `q_l2`, `k_l2`, `v_g`
-    /// `[b_n, num_v, d_state]`, `beta` and `g_log` `[b_n, num_v]`. Requires `d_state == 128`,
-    /// `num_v % num_k == 0`, `key_dim == d_state * num_k`,
-    /// `conv_dim == 2 * key_dim + d_state * num_v` and a finite `eps`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_prep_decode_b(
-        &self,
-        conv_out: &impl DevicePtr<f32>,
-        beta_raw: &impl DevicePtr<f32>,
-        alpha: &impl DevicePtr<f32>,
-        dt_bias: &impl DevicePtr<f32>,
-        a: &impl DevicePtr<f32>,
-        q_l2: &mut impl DevicePtrMut<f32>,
-        k_l2: &mut impl DevicePtrMut<f32>,
-        v_g: &mut impl DevicePtrMut<f32>,
-        beta: &mut impl DevicePtrMut<f32>,
-        g_log: &mut impl DevicePtrMut<f32>,
-        d_state: usize,
-        num_v: usize,
-        num_k: usize,
-        key_dim: usize,
-        eps: f32,
-        conv_dim: usize,
-        b_n: usize,
-    ) -> Result<()> {
-        Ok(self.prep(
-            "Engine::gdn_prep_decode_b",
-            sys::memra_gdn_prep_decode_b,
-            [conv_out, beta_raw, alpha, dt_bias, a],
-            [q_l2, k_l2, v_g, beta, g_log],
-            [d_state, num_v, num_k, key_dim],
-            eps,
-            conv_dim,
-            b_n,
-        )?)
+        /// GDN prep for `b_n` rows, taking views (`memra_gdn_prep_decode_b_view`); identical
+        /// to [`Engine::gdn_prep_decode_b`].
+        gdn_prep_decode_b_view(entry = sys::memra_gdn_prep_decode_b_view);
+
+        /// GDN prep for `b_n` rows (`memra_gdn_prep_decode_b`): per-row, one row of each of
+        /// `b_n` sequences; packed, the `T` rows of one sequence (`b_n = T`) or `B * T` rows of
+        /// a batch.
+        ///
+        /// Inputs: `conv_out` `[b_n, conv_dim]` (channels q | k | v), `beta_raw` and `alpha`
+        /// `[b_n, num_v]`, `dt_bias` and `a` `[num_v]`. Outputs: `q_l2`, `k_l2`, `v_g`
+        /// `[b_n, num_v, d_state]`, `beta` and `g_log` `[b_n, num_v]`. Requires
+        /// `d_state == 128`, `num_v % num_k == 0`, `key_dim == d_state * num_k`,
+        /// `conv_dim == 2 * key_dim + d_state * num_v` and a finite `eps`.
+        gdn_prep_decode_b(entry = sys::memra_gdn_prep_decode_b);
     }
 
     /// GDN prep of ONE row (memra-engine 0.72's single-sequence `gdn_prep_decode`):
@@ -339,13 +307,7 @@ impl Engine {
         const IN: [&str; 5] = ["conv_out", "beta_raw", "alpha", "dt_bias", "a"];
         const OUT: [&str; 5] = ["q_l2", "k_l2", "v_g", "beta", "g_log"];
         let g = self.lock();
-        let mut i = [sys::MemraSliceF32 {
-            ptr: ptr::null(),
-            len: 0,
-        }; 5];
-        for (k, buf) in ins.iter().enumerate() {
-            i[k] = self.t(&g, func, IN[k], *buf)?.f32();
-        }
+        let i = self.inputs(&g, func, IN, ins)?;
         let mut o = [sys::MemraSliceMutF32 {
             ptr: ptr::null_mut(),
             len: 0,
@@ -378,190 +340,97 @@ impl Engine {
         })
     }
 
-    /// One recurrent GDN step (head dim 128) for `b_n` independent sequences, one row each
-    /// (`memra_gdn_scan_s128_batched_view`).
-    ///
-    /// `q`, `k`, `v` are `[b_n, num_v, 128]`, `g_log` and `beta` `[b_n, num_v]`; `in_ptrs` and
-    /// `out_ptrs` hold `b_n` addresses each, entry b the state `[num_v, 128, 128]` (transposed)
-    /// sequence b reads and the one it writes (they may be equal: in place). `o` receives
-    /// `[b_n, num_v, 128]`, scaled by `scale`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_scan_s128_batched_view(
-        &self,
-        q: &impl DevicePtr<f32>,
-        k: &impl DevicePtr<f32>,
-        v: &impl DevicePtr<f32>,
-        g_log: &impl DevicePtr<f32>,
-        beta: &impl DevicePtr<f32>,
-        in_ptrs: &impl DevicePtr<u64>,
-        out_ptrs: &impl DevicePtr<u64>,
-        o: &mut impl DevicePtrMut<f32>,
-        num_v: usize,
-        b_n: usize,
-        scale: f32,
-    ) -> Result<()> {
-        Ok(self.scan_batched(
-            "Engine::gdn_scan_s128_batched_view",
-            [q, k, v, g_log, beta],
-            in_ptrs,
-            out_ptrs,
-            o,
-            num_v,
-            b_n,
-            scale,
-        )?)
-    }
-
-    /// memra-engine 0.72's name for [`Engine::gdn_scan_s128_batched_view`]: the batched linear
-    /// layer's recurrent step over `[b_n]` tables of input and output states.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_scan_s128_batched(
-        &self,
-        q: &impl DevicePtr<f32>,
-        k: &impl DevicePtr<f32>,
-        v: &impl DevicePtr<f32>,
-        g_log: &impl DevicePtr<f32>,
-        beta: &impl DevicePtr<f32>,
-        in_ptrs: &impl DevicePtr<u64>,
-        out_ptrs: &impl DevicePtr<u64>,
-        o: &mut impl DevicePtrMut<f32>,
-        num_v: usize,
-        b_n: usize,
-        scale: f32,
-    ) -> Result<()> {
-        Ok(self.scan_batched(
-            "Engine::gdn_scan_s128_batched",
-            [q, k, v, g_log, beta],
-            in_ptrs,
-            out_ptrs,
-            o,
-            num_v,
-            b_n,
-            scale,
-        )?)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn scan_batched(
-        &self,
-        func: &str,
-        ins: [&dyn DevicePtr<f32>; 5],
-        in_ptrs: &dyn DevicePtr<u64>,
-        out_ptrs: &dyn DevicePtr<u64>,
-        o: &mut dyn DevicePtrMut<f32>,
-        num_v: usize,
-        b_n: usize,
-        scale: f32,
-    ) -> Res<()> {
-        let g = self.lock();
-        let [q, k, v, g_log, beta] = self.scan_inputs(&g, func, ins)?;
-        let in_ptrs = self.t(&g, func, "in_ptrs", in_ptrs)?.u64();
-        let out_ptrs = self.t(&g, func, "out_ptrs", out_ptrs)?.u64();
-        let o = self.t(&g, func, "o", &*o)?.f32_mut();
-        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
-        check(unsafe {
-            sys::memra_gdn_scan_s128_batched_view(
-                self.raw(),
-                q,
-                k,
-                v,
-                g_log,
-                beta,
-                in_ptrs,
-                out_ptrs,
-                o,
-                num_v,
-                b_n,
-                scale,
-            )
-        })
-    }
-
-    /// The five scan inputs, checked, in the order `q, k, v, g_log, beta`.
-    fn scan_inputs(
-        &self,
-        g: &LockGuard<'_>,
-        func: &str,
-        ins: [&dyn DevicePtr<f32>; 5],
-    ) -> Res<[sys::MemraSliceF32; 5]> {
-        const IN: [&str; 5] = ["q", "k", "v", "g_log", "beta"];
-        let mut out = [sys::MemraSliceF32 {
-            ptr: ptr::null(),
-            len: 0,
-        }; 5];
-        for (i, buf) in ins.iter().enumerate() {
-            out[i] = self.t(g, func, IN[i], *buf)?.f32();
+    named_ops! {
+        fn(
+            &self,
+            q: &impl DevicePtr<f32>,
+            k: &impl DevicePtr<f32>,
+            v: &impl DevicePtr<f32>,
+            g_log: &impl DevicePtr<f32>,
+            beta: &impl DevicePtr<f32>,
+            in_ptrs: &impl DevicePtr<u64>,
+            out_ptrs: &impl DevicePtr<u64>,
+            o: &mut impl DevicePtrMut<f32>,
+            num_v: usize,
+            b_n: usize,
+            scale: f32,
+        ) {
+            let g = self.lock();
+            let [q, k, v, g_log, beta] = self.inputs(&g, F, SCAN_IN, [q, k, v, g_log, beta])?;
+            let in_ptrs = self.t(&g, F, "in_ptrs", in_ptrs)?.u64();
+            let out_ptrs = self.t(&g, F, "out_ptrs", out_ptrs)?.u64();
+            let o = self.t(&g, F, "o", &*o)?.f32_mut();
+            // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
+            Ok(check(unsafe {
+                sys::memra_gdn_scan_s128_batched_view(
+                    self.raw(),
+                    q,
+                    k,
+                    v,
+                    g_log,
+                    beta,
+                    in_ptrs,
+                    out_ptrs,
+                    o,
+                    num_v,
+                    b_n,
+                    scale,
+                )
+            })?)
         }
-        Ok(out)
+
+        /// One recurrent GDN step (head dim 128) for `b_n` independent sequences, one row each
+        /// (`memra_gdn_scan_s128_batched_view`).
+        ///
+        /// `q`, `k`, `v` are `[b_n, num_v, 128]`, `g_log` and `beta` `[b_n, num_v]`; `in_ptrs`
+        /// and `out_ptrs` hold `b_n` addresses each, entry b the state `[num_v, 128, 128]`
+        /// (transposed) sequence b reads and the one it writes (they may be equal: in place).
+        /// `o` receives `[b_n, num_v, 128]`, scaled by `scale`.
+        gdn_scan_s128_batched_view();
+
+        /// memra-engine 0.72's name for [`Engine::gdn_scan_s128_batched_view`]: the batched
+        /// linear layer's recurrent step over `[b_n]` tables of input and output states.
+        gdn_scan_s128_batched();
     }
 
-    /// `t` recurrent GDN steps (head dim 128) of ONE sequence whose states are passed directly
-    /// (memra-engine 0.72's single-sequence `gdn_scan_s128`): the steps start from `state_in`,
-    /// which is left unchanged, and the state after the last row is written to `state_out`.
-    ///
-    /// `q`, `k`, `v` and `o` are `[t, n_head, 128]`, `g` (the log decay) and `beta`
-    /// `[t, n_head]`, the states `[n_head, 128, 128]` transposed; `o` is scaled by `scale`.
-    ///
-    /// It runs row 0 as [`Engine::gdn_scan_s128_batched_view`] from `state_in` to `state_out`
-    /// and, when `t > 1`, rows `1 .. t` as one [`Engine::gdn_scan_s128_tsnap`] in place on
-    /// `state_out`, through pointer-table entries the bindings keep for the two addresses (see
-    /// [`Engine::capture_graph_retained`] for what that means inside a capture). Packed and
-    /// per-row scans are bit-identical, so the bits are those of `t` chained per-row steps.
-    /// Every argument is checked before the first launch, so a refused call writes nothing.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_scan_s128(
-        &self,
-        q: &impl DevicePtr<f32>,
-        k: &impl DevicePtr<f32>,
-        v: &impl DevicePtr<f32>,
-        g: &impl DevicePtr<f32>,
-        beta: &impl DevicePtr<f32>,
-        state_in: &impl DevicePtr<f32>,
-        state_out: &mut impl DevicePtrMut<f32>,
-        o: &mut impl DevicePtrMut<f32>,
-        n_head: usize,
-        t: usize,
-        scale: f32,
-    ) -> Result<()> {
-        Ok(self.scan_direct(
-            "Engine::gdn_scan_s128",
-            [q, k, v, g, beta],
-            state_in,
-            state_out,
-            o,
-            n_head,
-            t,
-            scale,
-        )?)
-    }
+    named_ops! {
+        fn(
+            &self,
+            q: &impl DevicePtr<f32>,
+            k: &impl DevicePtr<f32>,
+            v: &impl DevicePtr<f32>,
+            g: &impl DevicePtr<f32>,
+            beta: &impl DevicePtr<f32>,
+            state_in: &impl DevicePtr<f32>,
+            state_out: &mut impl DevicePtrMut<f32>,
+            o: &mut impl DevicePtrMut<f32>,
+            n_head: usize,
+            t: usize,
+            scale: f32,
+        ) {
+            Ok(self.scan_direct(F, [q, k, v, g, beta], state_in, state_out, o, n_head, t, scale)?)
+        }
 
-    /// [`Engine::gdn_scan_s128`] with the states given as views (memra-engine's
-    /// `gdn_scan_s128_view`, for states resident inside a larger buffer).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_scan_s128_view(
-        &self,
-        q: &impl DevicePtr<f32>,
-        k: &impl DevicePtr<f32>,
-        v: &impl DevicePtr<f32>,
-        g: &impl DevicePtr<f32>,
-        beta: &impl DevicePtr<f32>,
-        state_in: &impl DevicePtr<f32>,
-        state_out: &mut impl DevicePtrMut<f32>,
-        o: &mut impl DevicePtrMut<f32>,
-        n_head: usize,
-        t: usize,
-        scale: f32,
-    ) -> Result<()> {
-        Ok(self.scan_direct(
-            "Engine::gdn_scan_s128_view",
-            [q, k, v, g, beta],
-            state_in,
-            state_out,
-            o,
-            n_head,
-            t,
-            scale,
-        )?)
+        /// `t` recurrent GDN steps (head dim 128) of ONE sequence whose states are passed
+        /// directly (memra-engine 0.72's single-sequence `gdn_scan_s128`): the steps start from
+        /// `state_in`, which is left unchanged, and the state after the last row is written to
+        /// `state_out`.
+        ///
+        /// `q`, `k`, `v` and `o` are `[t, n_head, 128]`, `g` (the log decay) and `beta`
+        /// `[t, n_head]`, the states `[n_head, 128, 128]` transposed; `o` is scaled by `scale`.
+        ///
+        /// It runs row 0 as [`Engine::gdn_scan_s128_batched_view`] from `state_in` to
+        /// `state_out` and, when `t > 1`, rows `1 .. t` as one [`Engine::gdn_scan_s128_tsnap`]
+        /// in place on `state_out`, through pointer-table entries the bindings keep for the two
+        /// addresses (see [`Engine::capture_graph_retained`] for what that means inside a
+        /// capture). Packed and per-row scans are bit-identical, so the bits are those of `t`
+        /// chained per-row steps. Every argument is checked before the first launch, so a
+        /// refused call writes nothing.
+        gdn_scan_s128();
+
+        /// [`Engine::gdn_scan_s128`] with the states given as views (memra-engine's
+        /// `gdn_scan_s128_view`, for states resident inside a larger buffer).
+        gdn_scan_s128_view();
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -899,7 +768,7 @@ impl Engine {
         snap_ssm: Option<&mut CudaSlice<f32>>,
     ) -> Res<()> {
         let g = self.lock();
-        let [q, k, v, g_log, beta] = self.scan_inputs(&g, func, ins)?;
+        let [q, k, v, g_log, beta] = self.inputs(&g, func, SCAN_IN, ins)?;
         let table = self.t(&g, func, "table", table)?.u64();
         let o_all = self.t(&g, func, "o_all", &*o_all)?.f32_mut();
         let snap_ssm = self.opt(&g, func, "snap_ssm", &snap_ssm)?;
