@@ -41,6 +41,8 @@ extern "C" {
  *   rings    b_n ring addresses at rings[b * ring_stride] (1 for per-row conv_ptrs, 3 for a
  *            packed table whose entry 0 is the ring); each ring is [conv_dim, d_conv - 1] and
  *            is rolled in place through all t rows
+ *   ring     the ring itself when rings is NULL (the single-sequence op: b_n == 1, the host
+ *            passes the buffer rather than a table entry, so nothing is read at execution)
  *   w        [conv_dim, d_conv]
  *   conv_out [b_n, t, conv_dim]
  *   snap     NULL, or [b_n, t - 1, conv_dim, d_conv - 1]: the ring after row r, r < t - 1
@@ -49,6 +51,7 @@ typedef struct memra__conv_args {
     const float *qkv;
     const uint64_t *rings;
     size_t ring_stride;
+    float *ring;
     const float *w;
     float *conv_out;
     float *snap;
@@ -95,6 +98,8 @@ typedef struct memra__prep_args {
  *            the same buffer.
  *            Per-row op: in_ptrs / out_ptrs with stride 1 and t == 1.
  *            Packed op: table + 1 (canonical) in, table + (t odd ? 2 : 1) out, stride 3.
+ *            Single-sequence op: both tables NULL, b_n == 1, and the states are state_in and
+ *            state_out themselves.
  *   snap     NULL, or [b_n, t - 1, num_v, S, S]: the state after row r, r < t - 1
  */
 typedef struct memra__scan_args {
@@ -107,6 +112,8 @@ typedef struct memra__scan_args {
     size_t in_stride;
     const uint64_t *out_table;
     size_t out_stride;
+    const float *state_in;
+    float *state_out;
     float *o;
     float *snap;
     size_t num_v;

@@ -100,3 +100,30 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_tsnap(MemraEngine *engine, MemraSl
                                     snap_ssm, num_v, t, b_n, scale, &args));
     return memra__from_backend(__func__, engine->backend->scan(engine, &args));
 }
+
+MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode(MemraEngine *engine, MemraSliceF32 qkv,
+                                                        MemraSliceMutF32 conv_state,
+                                                        MemraSliceF32 w, MemraSliceMutF32 conv_out,
+                                                        size_t conv_dim, size_t d_conv)
+{
+    MEMRA__ENTER(engine);
+    memra__conv_args args;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_conv_direct(__func__, qkv, conv_state, w, conv_out, conv_dim, d_conv,
+                                           &args));
+    return memra__from_backend(__func__, engine->backend->conv(engine, &args));
+}
+
+MEMRA__EXPORT MemraStatus memra_gdn_scan_s128(MemraEngine *engine, MemraSliceF32 q, MemraSliceF32 k,
+                                              MemraSliceF32 v, MemraSliceF32 g_log,
+                                              MemraSliceF32 beta, MemraSliceF32 state_in,
+                                              MemraSliceMutF32 state_out, MemraSliceMutF32 o,
+                                              size_t num_v, size_t t, float scale)
+{
+    MEMRA__ENTER(engine);
+    memra__scan_args args;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_scan_direct(__func__, q, k, v, g_log, beta, state_in, state_out, o,
+                                           num_v, t, scale, &args));
+    return memra__from_backend(__func__, engine->backend->scan(engine, &args));
+}

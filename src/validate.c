@@ -642,3 +642,92 @@ MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t n
     *out_len = total;
     return MEMRA_STATUS_OK;
 }
+
+MemraStatus memra__validate_conv_direct(const char *fn, MemraSliceF32 qkv,
+                                        MemraSliceMutF32 conv_state, MemraSliceF32 w,
+                                        MemraSliceMutF32 conv_out, size_t conv_dim, size_t d_conv,
+                                        memra__conv_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    size_t n_w = 0, n_ring = 0;
+
+    MEMRA__TRY(nonzero(&v, "conv_dim", conv_dim));
+    MEMRA__FAIL_IF(d_conv < 1 || d_conv > MEMRA_D_CONV_MAX, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'd_conv': expected 1..=%d, got %zu", MEMRA_D_CONV_MAX, d_conv);
+    MEMRA__TRY(size_of(&v, "[conv_dim, d_conv]", &n_w, conv_dim, d_conv, 1, 1));
+    MEMRA__TRY(size_of(&v, "[conv_dim, d_conv-1]", &n_ring, conv_dim, d_conv - 1, 1, 1));
+
+    MEMRA__TRY(in_f32(&v, "qkv", qkv, conv_dim, "[conv_dim]"));
+    /* The ring is read and written: an output, so that nothing else may share its memory. */
+    MEMRA__TRY(out_f32(&v, "conv_state", conv_state, n_ring, "[conv_dim, d_conv-1]"));
+    MEMRA__TRY(in_f32(&v, "w", w, n_w, "[conv_dim, d_conv]"));
+    MEMRA__TRY(out_f32(&v, "conv_out", conv_out, conv_dim, "[conv_dim]"));
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__conv_args){
+        .qkv = qkv.ptr,
+        .rings = NULL,
+        .ring = n_ring > 0 ? conv_state.ptr : NULL,
+        .w = w.ptr,
+        .conv_out = conv_out.ptr,
+        .conv_dim = conv_dim,
+        .d_conv = d_conv,
+        .t = 1,
+        .b_n = 1,
+    };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSliceF32 k,
+                                        MemraSliceF32 v_in, MemraSliceF32 g_log, MemraSliceF32 beta,
+                                        MemraSliceF32 state_in, MemraSliceMutF32 state_out,
+                                        MemraSliceMutF32 o, size_t num_v, size_t t, float scale,
+                                        memra__scan_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    const char *act = "[t, num_v, 128]", *heads = "[t, num_v]", *shape = "[num_v, 128, 128]";
+    size_t n_act = 0, n_heads = 0, n_state = 0;
+    /* In place means the very same address; a partial overlap would have the scan read state
+     * it has already overwritten, and is refused by the overlap check like any other. */
+    const bool in_place = (const void *)state_in.ptr == (const void *)state_out.ptr;
+
+    MEMRA__TRY(nonzero(&v, "num_v", num_v));
+    MEMRA__TRY(nonzero(&v, "t", t));
+    MEMRA__TRY(finite_scalar(&v, "scale", scale));
+
+    MEMRA__TRY(size_of(&v, act, &n_act, t, num_v, MEMRA_D_STATE, 1));
+    MEMRA__TRY(size_of(&v, heads, &n_heads, t, num_v, 1, 1));
+    MEMRA__TRY(size_of(&v, shape, &n_state, num_v, MEMRA_D_STATE, MEMRA_D_STATE, 1));
+
+    MEMRA__TRY(in_f32(&v, "q", q, n_act, act));
+    MEMRA__TRY(in_f32(&v, "k", k, n_act, act));
+    MEMRA__TRY(in_f32(&v, "v", v_in, n_act, act));
+    MEMRA__TRY(in_f32(&v, "g_log", g_log, n_heads, heads));
+    MEMRA__TRY(in_f32(&v, "beta", beta, n_heads, heads));
+    if (in_place) {
+        /* Checked as a view, but its extent is state_out's, recorded once (as the output). */
+        memra__vctx alone = {.fn = fn};
+        MEMRA__TRY(in_f32(&alone, "state_in", state_in, n_state, shape));
+    } else {
+        MEMRA__TRY(in_f32(&v, "state_in", state_in, n_state, shape));
+    }
+    MEMRA__TRY(out_f32(&v, "state_out", state_out, n_state, shape));
+    MEMRA__TRY(out_f32(&v, "o", o, n_act, act));
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__scan_args){
+        .q = q.ptr,
+        .k = k.ptr,
+        .v = v_in.ptr,
+        .g_log = g_log.ptr,
+        .beta = beta.ptr,
+        .state_in = state_in.ptr,
+        .state_out = state_out.ptr,
+        .o = o.ptr,
+        .num_v = num_v,
+        .t = t,
+        .b_n = 1,
+        .scale = scale,
+    };
+    return MEMRA_STATUS_OK;
+}

@@ -40,6 +40,12 @@ MemraStatus memra__validate_conv(const char *fn, bool packed, MemraSliceF32 qkv,
                                  MemraSliceMutF32 snap, size_t conv_dim, size_t d_conv, size_t t,
                                  size_t b_n, memra__conv_args *out);
 
+/* The single-sequence conv step: the ring is the buffer `conv_state`, not a table entry. */
+MemraStatus memra__validate_conv_direct(const char *fn, MemraSliceF32 qkv,
+                                        MemraSliceMutF32 conv_state, MemraSliceF32 w,
+                                        MemraSliceMutF32 conv_out, size_t conv_dim, size_t d_conv,
+                                        memra__conv_args *out);
+
 MemraStatus memra__validate_prep(const char *fn, MemraSliceF32 conv_out, MemraSliceF32 beta_raw,
                                  MemraSliceF32 alpha, MemraSliceF32 dt_bias, MemraSliceF32 a,
                                  MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2, MemraSliceMutF32 v_g,
@@ -55,6 +61,14 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
                                  MemraSliceU64 in_tab, MemraSliceU64 out_tab, MemraSliceMutF32 o,
                                  MemraSliceMutF32 snap, size_t num_v, size_t t, size_t b_n,
                                  float scale, memra__scan_args *out);
+
+/* The single-sequence scan over t rows: the states are the buffers `state_in` (read) and
+ * `state_out` (written), which may be the same buffer (in place). */
+MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSliceF32 k,
+                                        MemraSliceF32 v, MemraSliceF32 g_log, MemraSliceF32 beta,
+                                        MemraSliceF32 state_in, MemraSliceMutF32 state_out,
+                                        MemraSliceMutF32 o, size_t num_v, size_t t, float scale,
+                                        memra__scan_args *out);
 
 /* The 1.1 verify (commit == false) and journal commit (commit == true: mode JOURNAL, no new
  * rows, so t, scale, the row inputs and every output are not read). Fills everything of *out

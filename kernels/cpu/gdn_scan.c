@@ -29,9 +29,13 @@ void memra__cpu_gdn_scan(const memra__scan_args *args)
 
     for (size_t b = 0; b < args->b_n; b++) {
         /* Table entries are read now, when the work executes (a recorded graph re-reads them at
-         * every replay). */
-        const float *in = (const float *)(uintptr_t)args->in_table[b * args->in_stride];
-        float *out = (float *)(uintptr_t)args->out_table[b * args->out_stride];
+         * every replay). The single-sequence op has no tables: its states are the buffers the
+         * host passed. */
+        const float *in = args->in_table
+                              ? (const float *)(uintptr_t)args->in_table[b * args->in_stride]
+                              : args->state_in;
+        float *out = args->out_table ? (float *)(uintptr_t)args->out_table[b * args->out_stride]
+                                     : args->state_out;
         float *snap = args->snap ? args->snap + b * (t - 1) * state_words : NULL;
 
         for (size_t h = 0; h < num_v; h++) {

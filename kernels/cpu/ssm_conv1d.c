@@ -20,8 +20,10 @@ void memra__cpu_ssm_conv1d(const memra__conv_args *args)
 
     for (size_t b = 0; b < args->b_n; b++) {
         /* The table entry is read now, when the work executes, so that a recorded graph
-         * replayed after the host rewrote the table rolls the new ring. */
-        float *ring = (float *)(uintptr_t)args->rings[b * args->ring_stride];
+         * replayed after the host rewrote the table rolls the new ring. The single-sequence op
+         * has no table: its ring is the buffer the host passed. */
+        float *ring =
+            args->rings ? (float *)(uintptr_t)args->rings[b * args->ring_stride] : args->ring;
         const float *qkv = args->qkv + b * t * conv_dim;
         float *out = args->conv_out + b * t * conv_dim;
         float *snap = args->snap ? args->snap + b * (t - 1) * conv_dim * pad : NULL;

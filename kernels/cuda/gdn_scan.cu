@@ -146,8 +146,8 @@ __global__ void __launch_bounds__(SCAN_THREADS)
                     const float *__restrict__ v, const float *__restrict__ g_log,
                     const float *__restrict__ beta, const uint64_t *__restrict__ in_table,
                     size_t in_stride, const uint64_t *__restrict__ out_table, size_t out_stride,
-                    float *__restrict__ o, float *__restrict__ snap, size_t num_v, size_t t,
-                    float scale)
+                    const float *state_in, float *state_out, float *__restrict__ o,
+                    float *__restrict__ snap, size_t num_v, size_t t, float scale)
 {
     memra__pdl_enter();
 
@@ -166,9 +166,12 @@ __global__ void __launch_bounds__(SCAN_THREADS)
 
     /* Table entries are read here, when the kernel executes: a replayed graph follows a
      * rewritten table. The state pointers may alias each other (in place), so they are not
-     * restrict; they never alias q, k, v, o or the snapshots (validate.c). */
-    a.in = (const float *)(uintptr_t)in_table[b * in_stride] + col;
-    a.out = (float *)(uintptr_t)out_table[b * out_stride] + col;
+     * restrict; they never alias q, k, v, o or the snapshots (validate.c). The
+     * single-sequence op passes its states directly and no tables. */
+    a.in =
+        (in_table != nullptr ? (const float *)(uintptr_t)in_table[b * in_stride] : state_in) + col;
+    a.out =
+        (out_table != nullptr ? (float *)(uintptr_t)out_table[b * out_stride] : state_out) + col;
     /* Every state access is at a multiple of 4 floats from these (head, column and row offsets
      * are multiples of 128 floats), so their alignment decides for the whole thread. */
     a.state_vec = (((uintptr_t)a.in | (uintptr_t)a.out) & 15u) == 0;
@@ -224,8 +227,8 @@ static int launch_scan(const memra__scan_args *a, void *stream)
     else
         kernel = vec ? gdn_scan_kernel<true, 1> : gdn_scan_kernel<false, 1>;
     return memra__launch(kernel, grid, dim3(SCAN_THREADS), stream, a->q, a->k, a->v, a->g_log,
-                         a->beta, a->in_table, a->in_stride, a->out_table, a->out_stride, a->o,
-                         a->snap, a->num_v, a->t, a->scale);
+                         a->beta, a->in_table, a->in_stride, a->out_table, a->out_stride,
+                         a->state_in, a->state_out, a->o, a->snap, a->num_v, a->t, a->scale);
 }
 
 extern "C" int memra__cuda_gdn_scan(const memra__scan_args *args, void *stream)

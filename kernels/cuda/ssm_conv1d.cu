@@ -36,8 +36,9 @@
 template <int DCONV>
 __global__ void __launch_bounds__(CONV_THREADS)
     ssm_conv1d_kernel(const float *__restrict__ qkv, const uint64_t *__restrict__ rings,
-                      size_t ring_stride, const float *__restrict__ w, float *__restrict__ conv_out,
-                      float *__restrict__ snap, size_t conv_dim, size_t t, size_t b_n)
+                      size_t ring_stride, float *direct_ring, const float *__restrict__ w,
+                      float *__restrict__ conv_out, float *__restrict__ snap, size_t conv_dim,
+                      size_t t, size_t b_n)
 {
     constexpr int PAD = DCONV - 1;
     memra__pdl_enter();
@@ -60,10 +61,12 @@ __global__ void __launch_bounds__(CONV_THREADS)
             win[j] = 0.0f;
 
         /* The ring address is read here, when the kernel executes, so a replayed graph follows
-         * a rewritten table. With d_conv == 1 there is no ring and the entry is not used. */
+         * a rewritten table. With d_conv == 1 there is no ring and the entry is not used. The
+         * single-sequence op passes its ring directly and no table. */
         float *ring = nullptr;
         if (PAD > 0) {
-            ring = (float *)(uintptr_t)rings[b * ring_stride] + c * PAD;
+            ring = (rings != nullptr ? (float *)(uintptr_t)rings[b * ring_stride] : direct_ring) +
+                   c * PAD;
 #pragma unroll
             for (int j = 0; j < PAD; j++)
                 win[j] = ring[j];
@@ -116,8 +119,8 @@ template <int DCONV> static int launch_conv(const memra__conv_args *a, void *str
     const unsigned gy = a->b_n < CONV_MAX_GRID_Y ? (unsigned)a->b_n : CONV_MAX_GRID_Y;
     const dim3 grid((unsigned)((a->conv_dim + CONV_THREADS - 1) / CONV_THREADS), gy);
     return memra__launch(ssm_conv1d_kernel<DCONV>, grid, dim3(CONV_THREADS), stream, a->qkv,
-                         a->rings, a->ring_stride, a->w, a->conv_out, a->snap, a->conv_dim, a->t,
-                         a->b_n);
+                         a->rings, a->ring_stride, a->ring, a->w, a->conv_out, a->snap, a->conv_dim,
+                         a->t, a->b_n);
 }
 
 extern "C" int memra__cuda_ssm_conv1d(const memra__conv_args *args, void *stream)

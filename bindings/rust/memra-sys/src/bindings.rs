@@ -1631,3 +1631,58 @@ extern "C" {
         dst: MemraSliceMutU32,
     ) -> MemraStatus;
 }
+extern "C" {
+    #[doc = " The per-row conv step + SiLU of ONE sequence whose ring is passed directly rather than"]
+    #[doc = " through a pointer table (memra-engine's single-sequence `ssm_conv1d_fused_decode`)."]
+    #[doc = " Bit-identical to `memra_ssm_conv1d_fused_decode_b_view()` with `b_n = 1` and a table entry"]
+    #[doc = " holding `conv_state`'s address."]
+    #[doc = ""]
+    #[doc = " - `qkv`, `conv_out`: `[conv_dim]`; `w`: `[conv_dim, d_conv]`."]
+    #[doc = " - `conv_state`: the ring `[conv_dim, d_conv - 1]`, read and rolled in place (`{NULL, 0}`"]
+    #[doc = "   is accepted when `d_conv == 1`: there is no ring)."]
+    #[doc = ""]
+    #[doc = " The ring's address is fixed when the call is made: a captured graph rolls this very buffer"]
+    #[doc = " at every replay. `conv_state` and `conv_out` must not overlap each other or any input."]
+    #[doc = ""]
+    #[doc = " Returns OK; INVALID_ARGUMENT (as the table-driven op, with `conv_state` checked for length"]
+    #[doc = " and alignment like any other view); DEVICE_ERROR."]
+    pub fn memra_ssm_conv1d_fused_decode(
+        engine: *mut MemraEngine,
+        qkv: MemraSliceF32,
+        conv_state: MemraSliceMutF32,
+        w: MemraSliceF32,
+        conv_out: MemraSliceMutF32,
+        conv_dim: usize,
+        d_conv: usize,
+    ) -> MemraStatus;
+}
+extern "C" {
+    #[doc = " `t` recurrent GDN steps (head dim 128) of ONE sequence whose states are passed directly"]
+    #[doc = " (memra-engine's single-sequence `gdn_scan_s128` / `gdn_scan_s128_view`): the steps start"]
+    #[doc = " from `state_in` and the state after the last row is written to `state_out`. Bit-identical"]
+    #[doc = " to `t` chained `memra_gdn_scan_s128_batched_view()` calls with `b_n = 1` (and so to the"]
+    #[doc = " packed `memra_gdn_scan_s128_tsnap()`)."]
+    #[doc = ""]
+    #[doc = " - `q`, `k`, `v`, `o`: `[t, num_v, 128]`; `g_log`, `beta`: `[t, num_v]`."]
+    #[doc = " - `state_in`, `state_out`: `[num_v, 128, 128]` (transposed, as the table-driven ops)."]
+    #[doc = "   `state_in` is only read; the same buffer for both (exactly the same address) updates the"]
+    #[doc = "   state in place. Any other overlap of `state_out` or `o` with an argument is refused."]
+    #[doc = " - `o` is scaled by `scale`."]
+    #[doc = ""]
+    #[doc = " Returns OK; INVALID_ARGUMENT (zero `num_v` or `t`, short views, non-finite `scale`,"]
+    #[doc = " overlap, ...); DEVICE_ERROR."]
+    pub fn memra_gdn_scan_s128(
+        engine: *mut MemraEngine,
+        q: MemraSliceF32,
+        k: MemraSliceF32,
+        v: MemraSliceF32,
+        g_log: MemraSliceF32,
+        beta: MemraSliceF32,
+        state_in: MemraSliceF32,
+        state_out: MemraSliceMutF32,
+        o: MemraSliceMutF32,
+        num_v: usize,
+        t: usize,
+        scale: f32,
+    ) -> MemraStatus;
+}
