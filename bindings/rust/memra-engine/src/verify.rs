@@ -157,23 +157,26 @@ pub struct VerifyArgs<'a> {
     pub snap_ssm: Option<&'a mut dyn DevicePtrMut<f32>>,
 }
 
-macro_rules! input {
-    ($(#[$doc:meta])* $name:ident, $t:ty) => {
-        $(#[$doc])*
-        pub fn $name(mut self, buf: &'a impl DevicePtr<$t>) -> Self {
-            self.$name = Some(buf);
-            self
-        }
-    };
-}
-
-macro_rules! output {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        pub fn $name(mut self, buf: &'a mut impl DevicePtrMut<f32>) -> Self {
-            self.$name = Some(buf);
-            self
-        }
+/// Builder methods that set buffer fields: inputs of `T` elements (`name: T`) and f32 outputs.
+macro_rules! buffers {
+    (
+        inputs { $( $(#[$doc:meta])* $name:ident: $t:ty; )* }
+        outputs { $( $(#[$odoc:meta])* $out:ident; )* }
+    ) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, buf: &'a impl DevicePtr<$t>) -> Self {
+                self.$name = Some(buf);
+                self
+            }
+        )*
+        $(
+            $(#[$odoc])*
+            pub fn $out(mut self, buf: &'a mut impl DevicePtrMut<f32>) -> Self {
+                self.$out = Some(buf);
+                self
+            }
+        )*
     };
 }
 
@@ -236,82 +239,46 @@ impl<'a> VerifyArgs<'a> {
         self
     }
 
-    input!(
-        /// Sets the new rows.
-        qkv,
-        f32
-    );
-    input!(
-        /// Sets the pointer table.
-        table,
-        u64
-    );
-    input!(
-        /// Sets the conv weights.
-        w,
-        f32
-    );
-    input!(
-        /// Sets the raw beta logits.
-        beta_raw,
-        f32
-    );
-    input!(
-        /// Sets the decay inputs.
-        alpha,
-        f32
-    );
-    input!(
-        /// Sets `dt_bias`.
-        dt_bias,
-        f32
-    );
-    input!(
-        /// Sets the pre-negated decay.
-        a,
-        f32
-    );
-    input!(
-        /// Sets the accepted counts.
-        accepted,
-        u32
-    );
-    output!(
-        /// Sets the outputs.
-        o
-    );
-    output!(
-        /// Asks for the conv outputs.
-        conv_outs
-    );
-    output!(
-        /// Asks for the normalised q.
-        q_l2
-    );
-    output!(
-        /// Asks for the normalised k.
-        k_l2
-    );
-    output!(
-        /// Asks for the v channels.
-        v_g
-    );
-    output!(
-        /// Asks for `sigmoid(beta_raw)`.
-        beta
-    );
-    output!(
-        /// Asks for the log decays.
-        g_log
-    );
-    output!(
-        /// Sets the ring snapshots.
-        snap_conv
-    );
-    output!(
-        /// Sets the state snapshots.
-        snap_ssm
-    );
+    buffers! {
+        inputs {
+            /// Sets the new rows.
+            qkv: f32;
+            /// Sets the pointer table.
+            table: u64;
+            /// Sets the conv weights.
+            w: f32;
+            /// Sets the raw beta logits.
+            beta_raw: f32;
+            /// Sets the decay inputs.
+            alpha: f32;
+            /// Sets `dt_bias`.
+            dt_bias: f32;
+            /// Sets the pre-negated decay.
+            a: f32;
+            /// Sets the accepted counts.
+            accepted: u32;
+        }
+        outputs {
+            /// Sets the outputs.
+            o;
+            /// Asks for the conv outputs.
+            conv_outs;
+            /// Asks for the normalised q.
+            q_l2;
+            /// Asks for the normalised k.
+            k_l2;
+            /// Asks for the v channels.
+            v_g;
+            /// Asks for `sigmoid(beta_raw)`.
+            beta;
+            /// Asks for the log decays.
+            g_log;
+            /// Sets the ring snapshots.
+            snap_conv;
+            /// Sets the state snapshots.
+            snap_ssm;
+        }
+    }
 }
 
 impl fmt::Debug for VerifyArgs<'_> {
