@@ -10,7 +10,9 @@
  * variants, the bit-identity checks, the bytes each variant moves), timing.c (clocks, copy
  * bandwidth, machine and build description), report.c (stdout table and summary, bench.csv,
  * bench.json), compare.c (reading bench.json files, run-to-run comparison), json.c (the JSON
- * reader compare.c uses), util.c (errors and statistics).
+ * reader compare.c uses), util.c (errors and statistics), hash.c (--mode hash: fingerprints of
+ * the packed verify's outputs). The generator, the views and the 1.0 programs come from the
+ * test-support library (tests/support/support.h).
  */
 #ifndef MEMRA_BENCH_H
 #define MEMRA_BENCH_H
@@ -224,6 +226,12 @@ int bench_work_check_11(bench_work *w, int v, char *why, size_t why_len, size_t 
 int bench_work_capture(bench_work *w);
 /* Captures variant `v`'s graph for the remaining sets. */
 int bench_work_capture_11(bench_work *w, int v);
+/* The per-op mode: captures, on every set, a graph of operation `op` of the packed program
+ * alone (enum tu_op of tests/support/support.h: conv, prep, scan, scan without snapshots), and
+ * replays it on set `set`. Run after bench_work_capture(), whose warm-ups leave every set's
+ * intermediates (the prep outputs the scan reads) written. */
+int bench_work_capture_op(bench_work *w, int op);
+int bench_work_rep_op(bench_work *w, int op, size_t set);
 /* Brings every set to where variant `v`'s replays start (a journal holding T rows). */
 int bench_work_prepare(bench_work *w, int v);
 /* One verify of `variant` on set `set`. */
@@ -233,6 +241,10 @@ size_t bench_work_sets(const bench_work *w);
 uint64_t bench_work_accepted_seed(const bench_work *w);
 double bench_work_journal_mean_accepted(const bench_work *w);
 void bench_work_destroy(bench_work *w);
+
+/* hash.c: prints the fingerprint lines of --mode hash (one per shape and T) to `f`. Returns 0,
+ * or -1 with bench_error set. */
+int bench_hash(MemraEngine *e, FILE *f);
 
 /* report.c */
 void bench_report_header(FILE *f, const bench_env *env);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "support/support.h"
 
 #if defined(__has_include)
 #if __has_include("build_info.h")
@@ -32,12 +33,12 @@
 #define MEMRA_BENCH_LIB_CUDA 0
 #endif
 
-typedef struct shape_def {
-    const char *name;
-    size_t num_k, num_v;
-} shape_def;
+/* The two model shapes the tests use too ("small" and "ornith"). */
+static const tu_shape_def *const shapes = tu_shapes;
 
-static const shape_def shapes[] = {{"small", 2, 4}, {"ornith", 16, 32}};
+/* What a run does: the sweep (bench.csv and bench.json), each packed operation timed alone, or
+ * the fingerprints of the packed verify's outputs (bench/hash.c). */
+enum { MODE_SWEEP, MODE_PER_OP, MODE_HASH };
 
 #define MAX_LIST 16
 
@@ -51,6 +52,7 @@ typedef struct options {
     const char *commit;
     const char *compare; /* base bench.json */
     const char *against; /* compare this file instead of running */
+    int mode;
     bool fail_on_regression;
     double threshold;
     int device;
@@ -65,7 +67,7 @@ static void usage(FILE *f)
 {
     fputs("usage: memra_bench [--out DIR] [--quick] [--backend auto|cuda|cpu] [--device N]\n"
           "                   [--shape small|ornith|all] [--t 1,2,4] [--b 1,8] [--samples N]\n"
-          "                   [--no-1.1] [--commit TEXT]\n"
+          "                   [--no-1.1] [--commit TEXT] [--mode sweep|per-op|hash]\n"
           "                   [--compare BASE.json [--against NEW.json] [--threshold PCT]\n"
           "                    [--fail-on-regression]]\n"
           "Checks that the packed GDN verify is bit-identical to the per-row chain and that the\n"
@@ -81,7 +83,13 @@ static void usage(FILE *f)
           "--against NEW.json it compares the two files and runs nothing.\n"
           "Exit status: 0 all configurations checked and timed, 1 some configuration or column\n"
           "FAILED, 2 setup error (or an unreadable file), 3 a flagged regression under\n"
-          "--fail-on-regression.\n",
+          "--fail-on-regression.\n"
+          "--mode per-op: after the same check, times each operation of the packed program\n"
+          "alone (conv, prep, scan, scan without snapshots), graph-replayed, beside the whole\n"
+          "program, over the same sweep; prints a table and writes no file.\n"
+          "--mode hash: prints the fingerprints of every output of the 1.0 packed verify on\n"
+          "fixed inputs (tools/gpu/hash-1.0.0.txt holds those of libmemra 1.0.0 on an H200)\n"
+          "and runs nothing else.\n",
           f);
 }
 
@@ -127,6 +135,17 @@ static int parse_args(int argc, char **argv, options *o)
         } else if (val == NULL) {
             fprintf(stderr, "memra_bench: %s needs a value\n", a);
             return -1;
+        } else if (strcmp(a, "--mode") == 0) {
+            if (strcmp(val, "sweep") == 0) {
+                o->mode = MODE_SWEEP;
+            } else if (strcmp(val, "per-op") == 0) {
+                o->mode = MODE_PER_OP;
+            } else if (strcmp(val, "hash") == 0) {
+                o->mode = MODE_HASH;
+            } else {
+                fprintf(stderr, "memra_bench: mode must be sweep, per-op or hash, got '%s'\n", val);
+                return -1;
+            }
         } else if (strcmp(a, "--out") == 0) {
             o->out = val;
         } else if (strcmp(a, "--backend") == 0) {
@@ -267,22 +286,24 @@ static void timing_policy(bench_env *env, const options *o)
 
 typedef struct rep_ctx {
     bench_work *w;
-    int variant;
+    int variant; /* a bench_variant, or */
+    int op;      /* an operation alone (enum tu_op) when >= 0 */
     size_t sets;
 } rep_ctx;
 
 static int one_rep(void *user, size_t rep)
 {
     const rep_ctx *x = user;
+    if (x->op >= 0)
+        return bench_work_rep_op(x->w, x->op, rep % x->sets);
     return bench_work_rep(x->w, x->variant, rep % x->sets);
 }
 
 /* Times one variant: a first rep to estimate, a warm-up over the whole rotation (within the
  * warm-up budget), then samples of `reps` back-to-back verifies each. The rotation continues
  * across samples, so a set is never reused before the others have all run. */
-static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
+static int measure_reps(bench_env *env, rep_ctx x, bench_stats *out)
 {
-    rep_ctx x = {w, variant, bench_work_sets(w)};
     size_t rot = 0, warm, reps, n;
     double us, est, per[BENCH_MAX_SAMPLES];
 
@@ -339,6 +360,12 @@ static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
         bench_stats_from_samples(out, per, taken);
     }
     return 0;
+}
+
+static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
+{
+    const rep_ctx x = {w, variant, -1, bench_work_sets(w)};
+    return measure_reps(env, x, out);
 }
 
 /* A device fault is sticky: nothing after it can run on this engine. */
@@ -407,15 +434,13 @@ static bool run_11(bench_env *env, bench_work *w, bench_result *r)
     return true;
 }
 
-/* Runs one configuration. Returns false when the device faulted. */
-static bool run_config(bench_env *env, const bench_config *c, bench_result *r)
+/* Starts `r` for configuration `c`: the floors, each variant's bytes, and how many sets to
+ * rotate through. Returns false, with the reason in r->failure, when not one set fits in the
+ * memory budget. */
+static bool size_config(bench_env *env, const bench_config *c, bench_result *r)
 {
-    bench_work *w = NULL;
     uint64_t set_bytes, budget, min_bytes;
     size_t sets;
-    double t0 = bench_now_us(), t1;
-    int rc;
-    bool alive = true;
 
     memset(r, 0, sizeof *r);
     r->cfg = *c;
@@ -443,13 +468,25 @@ static bool run_config(bench_env *env, const bench_config *c, bench_result *r)
         snprintf(r->failure, sizeof r->failure,
                  "one set needs %.0f MiB, only %.0f MiB may be allocated", set_bytes / 1048576.0,
                  budget / 1048576.0);
-        return true;
+        return false;
     }
     if ((uint64_t)sets * set_bytes > budget)
         sets = (size_t)(budget / set_bytes);
     r->sets = sets;
+    return true;
+}
 
-    if (bench_work_create(env, c, sets, &w) != 0) {
+/* Runs one configuration. Returns false when the device faulted. */
+static bool run_config(bench_env *env, const bench_config *c, bench_result *r)
+{
+    bench_work *w = NULL;
+    double t0 = bench_now_us(), t1;
+    int rc;
+    bool alive = true;
+
+    if (!size_config(env, c, r))
+        return true;
+    if (bench_work_create(env, c, r->sets, &w) != 0) {
         snprintf(r->failure, sizeof r->failure, "%s", bench_error);
         return !device_faulted(env);
     }
@@ -488,12 +525,102 @@ static bool run_config(bench_env *env, const bench_config *c, bench_result *r)
     return alive;
 }
 
+/* --mode per-op, one configuration: the 1.0 check, then the packed program and each of its
+ * operations alone, graph-replayed over the rotation of sets, one table line. The scan reads
+ * the prep outputs the captures' warm-ups left in every set; replayed alone, each operation
+ * runs on the ring and state the previous replay left, as the whole program does. Returns
+ * false when the device faulted; `*failed` counts a FAILED line. */
+static bool run_per_op(bench_env *env, const bench_config *c, size_t *failed)
+{
+    bench_result r;
+    bench_stats st[1 + TU_OP_COUNT];
+    bench_work *w = NULL;
+    char why[sizeof r.failure] = "";
+    size_t words = 0;
+    int rc = -1;
+
+    if (!size_config(env, c, &r)) {
+        snprintf(why, sizeof why, "%s", r.failure);
+    } else if (bench_work_create(env, c, r.sets, &w) != 0) {
+        snprintf(why, sizeof why, "%s", bench_error);
+    } else if ((rc = bench_work_check(w, why, sizeof why, &words)) < 0 ||
+               (rc == 0 && (rc = bench_work_capture(w)) != 0)) {
+        snprintf(why, sizeof why, "%s", bench_error);
+        rc = -1;
+    }
+    for (int i = 0; i <= TU_OP_COUNT && rc == 0; i++) {
+        const rep_ctx x = {w, BV_PACK_GRAPH, i - 1, bench_work_sets(w)};
+        memset(&st[i], 0, sizeof st[i]);
+        if ((i > 0 && bench_work_capture_op(w, i - 1) != 0) || measure_reps(env, x, &st[i]) != 0) {
+            snprintf(why, sizeof why, "%s: %.560s", i == 0 ? "packed program" : tu_op_name[i - 1],
+                     bench_error);
+            rc = -1;
+        }
+    }
+    printf("per-op %-7s %4zu %4zu", c->shape, c->t, c->b);
+    if (rc == 0) {
+        for (int i = 0; i <= TU_OP_COUNT; i++)
+            printf(" %11.2f", st[i].med_us);
+        printf(" %11.2f\n", r.floor_us);
+    } else {
+        printf(" FAILED: %s\n", why);
+        ++*failed;
+    }
+    fflush(stdout);
+    bench_work_destroy(w);
+    return rc == 0 || !device_faulted(env);
+}
+
 /* The quick sweep (CI's smoke test) keeps the production shape to its cheapest verifies. */
 static bool in_sweep(const options *o, size_t shape, size_t t, size_t b)
 {
     if (strcmp(o->shape, "all") != 0 && strcmp(o->shape, shapes[shape].name) != 0)
         return false;
     return !o->quick || shape == 0 || (b == 1 && t <= 2);
+}
+
+/* The T and B lists the command line left out: the full sweep's, or the quick one's. */
+static void default_lists(options *o, const bench_env *env)
+{
+    static const size_t t_full[] = {1, 2, 4, 8, 16}, t_quick[] = {1, 2, 4, 8};
+    static const size_t b_gpu[] = {1, 8, 32}, b_cpu[] = {1, 8}, b_quick[] = {1, 8};
+    if (o->n_t == 0) {
+        const size_t *src = o->quick ? t_quick : t_full;
+        o->n_t = o->quick ? sizeof t_quick / sizeof t_quick[0] : sizeof t_full / sizeof t_full[0];
+        memcpy(o->t, src, o->n_t * sizeof *src);
+    }
+    if (o->n_b == 0) {
+        const size_t *src = o->quick ? b_quick : env->backend == MEMRA_BACKEND_CUDA ? b_gpu : b_cpu;
+        o->n_b = o->quick ? 2 : env->backend == MEMRA_BACKEND_CUDA ? 3 : 2;
+        memcpy(o->b, src, o->n_b * sizeof *src);
+    }
+}
+
+/* --mode per-op over the sweep the options select. */
+static int run_per_op_sweep(bench_env *env, options *o)
+{
+    size_t failed = 0;
+    bool alive = true;
+    default_lists(o, env);
+    printf("memra_bench --mode per-op: %s, %s; copy bandwidth %.1f GB/s (read + write)\n",
+           env->backend == MEMRA_BACKEND_CUDA ? "CUDA" : "CPU", env->device, env->copy_best_gbs);
+    printf("median us of graph replays; floor: the packed program's bytes at the copy rate\n");
+    printf("per-op %-7s %4s %4s %11s %11s %11s %11s %11s %11s\n", "shape", "T", "B", "packed",
+           "conv", "prep", "scan", "scan-nosnap", "floor");
+    for (size_t si = 0; si < TU_N_SHAPES && alive; si++)
+        for (size_t bi = 0; bi < o->n_b && alive; bi++)
+            for (size_t ti = 0; ti < o->n_t && alive; ti++) {
+                bench_config c;
+                if (!in_sweep(o, si, o->t[ti], o->b[bi]))
+                    continue;
+                bench_config_init(&c, shapes[si].name, shapes[si].num_k, shapes[si].num_v, o->t[ti],
+                                  o->b[bi]);
+                alive = run_per_op(env, &c, &failed);
+                if (!alive)
+                    printf("memra_bench: the device faulted (%s); stopping the sweep\n",
+                           memra_last_error_message());
+            }
+    return failed > 0 || !alive ? EXIT_FAILED : 0;
 }
 
 /* The header's rule: same major, library minor at least the one compiled against. */
@@ -532,8 +659,6 @@ int main(int argc, char **argv)
     bench_run base;
     bench_result *results;
     size_t n_results = 0, n_failed = 0, n_total = 0, cap;
-    const size_t t_full[] = {1, 2, 4, 8, 16}, t_quick[] = {1, 2, 4, 8};
-    const size_t b_gpu[] = {1, 8, 32}, b_cpu[] = {1, 8}, b_quick[] = {1, 8};
     uint32_t abi = memra_abi_version();
     bool aborted = false, tty = isatty(2) != 0;
     char path[1200];
@@ -575,6 +700,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "memra_bench: %s\n", bench_error);
         return EXIT_SETUP;
     }
+    if (o.mode == MODE_HASH) {
+        /* stdout holds the fingerprint lines alone, to compare with a recorded file. */
+        if (env.notice[0])
+            fprintf(stderr, "memra_bench: %s\n", env.notice);
+        status = bench_hash(env.engine, stdout) == 0 ? 0 : EXIT_SETUP;
+        if (status != 0)
+            fprintf(stderr, "memra_bench: --mode hash: %s\n", bench_error);
+        (void)memra_engine_destroy(env.engine);
+        return status;
+    }
     if (env.notice[0])
         printf("memra_bench: %s\n", env.notice);
     if (env.backend == MEMRA_BACKEND_CUDA &&
@@ -594,6 +729,13 @@ int main(int argc, char **argv)
         return EXIT_SETUP;
     }
 
+    if (o.mode == MODE_PER_OP) {
+        status = run_per_op_sweep(&env, &o);
+        bench_device_close(&env);
+        (void)memra_engine_destroy(env.engine);
+        return status;
+    }
+
     /* Nothing from an earlier run may be mistaken for this one's. */
     for (int i = 0; i < 3; i++) {
         static const char *const names[] = {"bench.csv", "bench.json", "bench.png"};
@@ -601,17 +743,8 @@ int main(int argc, char **argv)
         (void)unlink(path);
     }
 
-    if (o.n_t == 0) {
-        const size_t *src = o.quick ? t_quick : t_full;
-        o.n_t = o.quick ? sizeof t_quick / sizeof t_quick[0] : sizeof t_full / sizeof t_full[0];
-        memcpy(o.t, src, o.n_t * sizeof *src);
-    }
-    if (o.n_b == 0) {
-        const size_t *src = o.quick ? b_quick : env.backend == MEMRA_BACKEND_CUDA ? b_gpu : b_cpu;
-        o.n_b = o.quick ? 2 : env.backend == MEMRA_BACKEND_CUDA ? 3 : 2;
-        memcpy(o.b, src, o.n_b * sizeof *src);
-    }
-    for (size_t si = 0; si < 2; si++)
+    default_lists(&o, &env);
+    for (size_t si = 0; si < TU_N_SHAPES; si++)
         for (size_t bi = 0; bi < o.n_b; bi++)
             for (size_t ti = 0; ti < o.n_t; ti++)
                 n_total += in_sweep(&o, si, o.t[ti], o.b[bi]);
@@ -623,7 +756,7 @@ int main(int argc, char **argv)
     }
 
     bench_report_header(stdout, &env);
-    for (size_t si = 0; si < 2 && !aborted; si++)
+    for (size_t si = 0; si < TU_N_SHAPES && !aborted; si++)
         for (size_t bi = 0; bi < o.n_b && !aborted; bi++)
             for (size_t ti = 0; ti < o.n_t && !aborted; ti++) {
                 bench_config c;

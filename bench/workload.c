@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "support/support.h"
 
 void bench_config_init(bench_config *c, const char *shape, size_t num_k, size_t num_v, size_t t,
                        size_t b)
@@ -145,8 +146,13 @@ typedef struct bench_set {
     /* [rings | canonical | alternate | canonical], B entries each: even rows read entries
      * [B, 2B) and write [2B, 3B), odd rows read [2B, 3B) and write [3B, 4B). */
     MemraSliceMutU64 r_table;
+    /* The 1.0 programs over these buffers: the per-row chain and the packed program (the
+     * arguments of a SNAPSHOTS verify with every output, which the packed operations read). */
+    tu_rows rows;
+    MemraVerifyArgs packed;
     MemraGraph *graph_rows, *graph_packed;
     MemraGraph *graph11[G_COUNT];
+    MemraGraph *graph_op[TU_OP_COUNT]; /* the per-op mode's, one operation each */
     float *arena;
     uint64_t *table_arena;
 } bench_set;
@@ -252,38 +258,6 @@ uint64_t bench_set_bytes(const bench_config *c)
     return (uint64_t)cv.used * sizeof(float) + table_words(c) * sizeof(uint64_t);
 }
 
-static MemraSliceF32 ro(MemraSliceMutF32 s)
-{
-    return (MemraSliceF32){s.ptr, s.len};
-}
-
-static MemraSliceF32 sub(MemraSliceMutF32 s, size_t start, size_t len)
-{
-    return (MemraSliceF32){s.ptr + start, len};
-}
-
-static MemraSliceMutF32 sub_mut(MemraSliceMutF32 s, size_t start, size_t len)
-{
-    return (MemraSliceMutF32){s.ptr + start, len};
-}
-
-static MemraSliceU64 sub_u64(MemraSliceMutU64 s, size_t start, size_t len)
-{
-    return (MemraSliceU64){s.ptr + start, len};
-}
-
-/* The seed's generator (gdn_packed_gpu.rs `varied`): xorshift64 mapped to [-spread, spread). */
-static void varied(float *out, size_t len, uint64_t seed, float spread)
-{
-    uint64_t x = (seed * UINT64_C(0x9E3779B97F4A7C15)) | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out[i] = (float)((double)(x >> 11) / (double)(UINT64_C(1) << 53) * 2.0 - 1.0) * spread;
-    }
-}
-
 /* One accepted count, uniform in 1 .. t, from the xorshift64 stream `*x`. */
 static uint32_t draw_count(uint64_t *x, size_t t)
 {
@@ -316,7 +290,7 @@ static int fill(MemraEngine *e, MemraSliceMutF32 dst, const float *chunk, size_t
 {
     for (size_t at = 0; at < dst.len; at += chunk_len) {
         size_t n = dst.len - at < chunk_len ? dst.len - at : chunk_len;
-        if (upload_into(e, chunk, sub_mut(dst, at, n), what) != 0)
+        if (upload_into(e, chunk, tu_sub_mut(dst, at, n), what) != 0)
             return -1;
     }
     return 0;
@@ -325,17 +299,13 @@ static int fill(MemraEngine *e, MemraSliceMutF32 dst, const float *chunk, size_t
 #define CHUNK_WORDS ((size_t)1 << 20)
 static float poison_chunk[CHUNK_WORDS];
 static float zero_chunk[CHUNK_WORDS];
-/* A signalling-NaN bit pattern no kernel produces: an output element the operation failed to
- * write keeps it and cannot compare equal to the reference's finite value. */
-#define POISON_BITS UINT32_C(0x7fa5a5a5)
 
+/* Fills an output with TU_POISON_BITS: an element the operation failed to write keeps it and
+ * cannot compare equal to the reference's finite value. */
 static int poison(MemraEngine *e, MemraSliceMutF32 dst)
 {
-    if (poison_chunk[0] == 0.0f) {
-        uint32_t bits = POISON_BITS;
-        for (size_t i = 0; i < CHUNK_WORDS; i++)
-            memcpy(&poison_chunk[i], &bits, sizeof bits);
-    }
+    if (poison_chunk[0] == 0.0f)
+        tu_poison_host(poison_chunk, CHUNK_WORDS);
     return fill(e, dst, poison_chunk, CHUNK_WORDS, "poisoning an output");
 }
 
@@ -344,6 +314,9 @@ static uint64_t set_seed(const bench_config *c, size_t set)
     return 1 + 1000003u * (uint64_t)(set + 1) + 7919u * c->t + 104729u * c->b +
            15485863u * c->num_v;
 }
+
+static MemraStatus args_11(const bench_work *w, const bench_set *s, int v, bool every_output,
+                           MemraVerifyArgs *va);
 
 static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float *h_b)
 {
@@ -359,12 +332,12 @@ static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float
         return -1;
     }
     /* The seed's spreads: ring 1.0, state 0.3, qkv 1.0, beta_raw and alpha 2.0. */
-    varied(h_a, B * c->ring_words, seed + 0, 1.0f);
+    tu_varied(h_a, B * c->ring_words, seed + 0, 1.0f);
     if (index == 0)
         memcpy(w->ring0, h_a, B * c->ring_words * sizeof(float));
     if (upload_into(e, h_a, s->ring, "uploading a ring") != 0)
         goto out;
-    varied(h_a, B * c->state_words, seed + 1, 0.3f);
+    tu_varied(h_a, B * c->state_words, seed + 1, 0.3f);
     if (index == 0)
         memcpy(w->canon0, h_a, B * c->state_words * sizeof(float));
     if (upload_into(e, h_a, s->canon, "uploading a state") != 0)
@@ -381,7 +354,7 @@ static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float
                {c->num_v, 2.0f, s->beta_raw, s->r_beta_raw},
                {c->num_v, 2.0f, s->alpha, s->r_alpha}};
     for (size_t i = 0; i < 3; i++) {
-        varied(h_a, rows * in[i].x, seed + 2 + i, in[i].spread);
+        tu_varied(h_a, rows * in[i].x, seed + 2 + i, in[i].spread);
         to_row_major(h_b, h_a, B, T, in[i].x);
         if (upload_into(e, h_a, in[i].packed, "uploading an input") != 0 ||
             upload_into(e, h_b, in[i].per_row, "uploading an input") != 0)
@@ -416,6 +389,31 @@ static int fill_set(bench_work *w, bench_set *s, size_t index, float *h_a, float
     s->table = (MemraSliceMutU64){s->table_arena, B * MEMRA_TABLE_WIDTH};
     s->table_j = (MemraSliceMutU64){s->table_arena + B * MEMRA_TABLE_WIDTH, B * MEMRA_TABLE_WIDTH};
     s->r_table = (MemraSliceMutU64){s->table_arena + 2 * B * MEMRA_TABLE_WIDTH, 4 * B};
+    s->rows = (tu_rows){
+        .num_k = c->num_k,
+        .num_v = c->num_v,
+        .d_conv = c->d_conv,
+        .t = T,
+        .b = B,
+        .eps = c->eps,
+        .scale = c->scale,
+        .qkv = tu_view(s->r_qkv),
+        .beta_raw = tu_view(s->r_beta_raw),
+        .alpha = tu_view(s->r_alpha),
+        .w = tu_view(w->w),
+        .dt_bias = tu_view(w->dt_bias),
+        .a = tu_view(w->a),
+        .conv_outs = s->r_conv_out,
+        .o = s->r_o,
+        .q = s->r_q,
+        .k = s->r_k,
+        .v = s->r_v,
+        .beta = s->r_beta,
+        .g_log = s->r_g_log,
+        .table = tu_view_u64(s->r_table),
+    };
+    if (args_11(w, s, BV_FUSED, true, &s->packed) != MEMRA_STATUS_OK)
+        goto out;
     rc = 0;
 out:
     free(tab);
@@ -465,6 +463,8 @@ void bench_work_destroy(bench_work *w)
         (void)memra_graph_destroy(e, s->graph_packed);
         for (int g = 0; g < G_COUNT; g++)
             (void)memra_graph_destroy(e, s->graph11[g]);
+        for (int op = 0; op < TU_OP_COUNT; op++)
+            (void)memra_graph_destroy(e, s->graph_op[op]);
         (void)memra_free(e, s->arena);
         (void)memra_free(e, s->table_arena);
     }
@@ -540,9 +540,9 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
         const uint64_t seed = set_seed(c, 0) * 16 + 8;
         MemraSliceMutF32 *dst[3] = {&w->w, &w->dt_bias, &w->a};
         size_t len[3] = {c->conv_dim * c->d_conv, c->num_v, c->num_v};
-        varied(h_a, len[0], seed, 0.5f);
-        varied(h_a + len[0], len[1], seed + 1, 0.5f);
-        varied(h_a + len[0] + len[1], len[2], seed + 2, 0.5f);
+        tu_varied(h_a, len[0], seed, 0.5f);
+        tu_varied(h_a + len[0], len[1], seed + 1, 0.5f);
+        tu_varied(h_a + len[0] + len[1], len[2], seed + 2, 0.5f);
         for (size_t i = 0; i < len[2]; i++)
             h_a[len[0] + len[1] + i] = -expf(h_a[len[0] + len[1] + i]);
         for (size_t i = 0, at = 0; i < 3; at += len[i], i++) {
@@ -598,65 +598,33 @@ static MemraStatus op_failed(const char *what, MemraStatus st)
     return st;
 }
 
-static MemraStatus enqueue_row(MemraEngine *e, const bench_work *w, const bench_set *s, size_t r)
+/* One row of the per-row chain (b_n = B), and the whole chain. */
+static MemraStatus enqueue_row(MemraEngine *e, const bench_set *s, size_t r)
 {
-    const bench_config *c = &w->c;
-    const size_t B = c->b;
-    const bool even = r % 2 == 0;
-    MemraStatus st;
-
-    st = memra_ssm_conv1d_fused_decode_b_view(
-        e, sub(s->r_qkv, r * B * c->conv_dim, B * c->conv_dim), sub_u64(s->r_table, 0, B), ro(w->w),
-        sub_mut(s->r_conv_out, r * B * c->conv_dim, B * c->conv_dim), c->conv_dim, c->d_conv, B);
-    if (st != MEMRA_STATUS_OK)
-        return op_failed("per-row conv", st);
-    st = memra_gdn_prep_decode_b_view(e, sub(s->r_conv_out, r * B * c->conv_dim, B * c->conv_dim),
-                                      sub(s->r_beta_raw, r * B * c->num_v, B * c->num_v),
-                                      sub(s->r_alpha, r * B * c->num_v, B * c->num_v),
-                                      ro(w->dt_bias), ro(w->a), s->r_q, s->r_k, s->r_v, s->r_beta,
-                                      s->r_g_log, MEMRA_D_STATE, c->num_v, c->num_k, c->key_dim,
-                                      c->eps, c->conv_dim, B);
-    if (st != MEMRA_STATUS_OK)
-        return op_failed("per-row prep", st);
-    st = memra_gdn_scan_s128_batched_view(
-        e, ro(s->r_q), ro(s->r_k), ro(s->r_v), ro(s->r_g_log), ro(s->r_beta),
-        sub_u64(s->r_table, even ? B : 2 * B, B), sub_u64(s->r_table, even ? 2 * B : 3 * B, B),
-        sub_mut(s->r_o, r * B * c->value_dim, B * c->value_dim), c->num_v, B, c->scale);
-    if (st != MEMRA_STATUS_OK)
-        return op_failed("per-row scan", st);
-    return MEMRA_STATUS_OK;
+    const char *what = "per-row program";
+    MemraStatus st = tu_rows_row(e, &s->rows, r, &what);
+    return st == MEMRA_STATUS_OK ? st : op_failed(what, st);
 }
 
-static MemraStatus enqueue_rows(MemraEngine *e, const bench_work *w, const bench_set *s)
+static MemraStatus enqueue_rows(MemraEngine *e, const bench_set *s)
 {
-    for (size_t r = 0; r < w->c.t; r++) {
-        MemraStatus st = enqueue_row(e, w, s, r);
-        if (st != MEMRA_STATUS_OK)
-            return st;
-    }
-    return MEMRA_STATUS_OK;
+    const char *what = "per-row program";
+    MemraStatus st = tu_rows_program(e, &s->rows, &what);
+    return st == MEMRA_STATUS_OK ? st : op_failed(what, st);
 }
 
-static MemraStatus enqueue_packed(MemraEngine *e, const bench_work *w, const bench_set *s)
+static MemraStatus enqueue_packed(MemraEngine *e, const bench_set *s)
 {
-    const bench_config *c = &w->c;
-    const MemraSliceU64 table = {s->table.ptr, s->table.len};
-    MemraStatus st;
+    const char *what = "packed program";
+    MemraStatus st = tu_packed_program(e, &s->packed, &what);
+    return st == MEMRA_STATUS_OK ? st : op_failed(what, st);
+}
 
-    st = memra_ssm_conv1d_fused_decode_tloop(e, ro(s->qkv), table, ro(w->w), s->conv_outs,
-                                             s->snap_conv, c->conv_dim, c->d_conv, c->t, c->b);
-    if (st != MEMRA_STATUS_OK)
-        return op_failed("packed conv tloop", st);
-    st = memra_gdn_prep_decode_b(e, ro(s->conv_outs), ro(s->beta_raw), ro(s->alpha), ro(w->dt_bias),
-                                 ro(w->a), s->q, s->k, s->v, s->beta, s->g_log, MEMRA_D_STATE,
-                                 c->num_v, c->num_k, c->key_dim, c->eps, c->conv_dim, c->b * c->t);
-    if (st != MEMRA_STATUS_OK)
-        return op_failed("packed prep", st);
-    st = memra_gdn_scan_s128_tsnap(e, ro(s->q), ro(s->k), ro(s->v), ro(s->g_log), ro(s->beta),
-                                   table, s->o, c->num_v, c->t, c->b, c->scale, s->snap_ssm);
-    if (st != MEMRA_STATUS_OK)
-        return op_failed("packed scan tsnap", st);
-    return MEMRA_STATUS_OK;
+/* One operation of the packed program alone (the per-op mode). */
+static MemraStatus enqueue_op(MemraEngine *e, const bench_set *s, int op)
+{
+    MemraStatus st = tu_packed_op(e, &s->packed, op);
+    return st == MEMRA_STATUS_OK ? st : op_failed(tu_op_name[op], st);
 }
 
 static const char *mode_name(MemraVerifyMode m)
@@ -688,14 +656,14 @@ static MemraStatus args_11(const bench_work *w, const bench_set *s, int v, bool 
     va->b_n = c->b;
     va->eps = c->eps;
     va->scale = c->scale;
-    va->qkv = ro(s->qkv);
+    va->qkv = tu_view(s->qkv);
     va->table = journal ? (MemraSliceU64){s->table_j.ptr, s->table_j.len}
                         : (MemraSliceU64){s->table.ptr, s->table.len};
-    va->w = ro(w->w);
-    va->beta_raw = ro(s->beta_raw);
-    va->alpha = ro(s->alpha);
-    va->dt_bias = ro(w->dt_bias);
-    va->a = ro(w->a);
+    va->w = tu_view(w->w);
+    va->beta_raw = tu_view(s->beta_raw);
+    va->alpha = tu_view(s->alpha);
+    va->dt_bias = tu_view(w->dt_bias);
+    va->a = tu_view(w->a);
     va->o = s->o;
     if (every_output) {
         va->conv_outs = s->conv_outs;
@@ -775,19 +743,26 @@ typedef struct step_ctx {
 static MemraStatus step_rows(MemraEngine *e, void *user)
 {
     const step_ctx *x = user;
-    return enqueue_rows(e, x->w, x->s);
+    return enqueue_rows(e, x->s);
 }
 
 static MemraStatus step_packed(MemraEngine *e, void *user)
 {
     const step_ctx *x = user;
-    return enqueue_packed(e, x->w, x->s);
+    return enqueue_packed(e, x->s);
 }
 
 static MemraStatus step_11(MemraEngine *e, void *user)
 {
     const step_ctx *x = user;
     return enqueue_11(e, x->w, x->s, x->v, false);
+}
+
+/* x->v is the operation (enum tu_op). */
+static MemraStatus step_op(MemraEngine *e, void *user)
+{
+    const step_ctx *x = user;
+    return enqueue_op(e, x->s, x->v);
 }
 
 static int capture(bench_work *w, bench_set *s)
@@ -876,6 +851,40 @@ int bench_work_capture_11(bench_work *w, int v)
     return 0;
 }
 
+int bench_work_capture_op(bench_work *w, int op)
+{
+    MemraEngine *e = w->env->engine;
+    char what[96];
+    if (op < 0 || op >= TU_OP_COUNT) {
+        bench_fail("unknown operation %d", op);
+        return -1;
+    }
+    snprintf(what, sizeof what, "capturing %s", tu_op_name[op]);
+    for (size_t i = 0; i < w->n_sets; i++) {
+        bench_set *s = &w->sets[i];
+        step_ctx x = {w, s, op};
+        MemraStatus st;
+        if (s->graph_op[op] != NULL)
+            continue;
+        st = memra_graph_capture(e, step_op, &x, &s->graph_op[op]);
+        if (st != MEMRA_STATUS_OK) {
+            s->graph_op[op] = NULL;
+            return bench_fail_status(what, st);
+        }
+    }
+    return sync_after(e, what);
+}
+
+int bench_work_rep_op(bench_work *w, int op, size_t set)
+{
+    char what[96];
+    MemraStatus st = memra_graph_launch(w->env->engine, w->sets[set].graph_op[op]);
+    if (st == MEMRA_STATUS_OK)
+        return 0;
+    snprintf(what, sizeof what, "replaying %s", tu_op_name[op]);
+    return bench_fail_status(what, st);
+}
+
 int bench_work_prepare(bench_work *w, int v)
 {
     MemraEngine *e = w->env->engine;
@@ -920,9 +929,9 @@ int bench_work_rep(bench_work *w, int variant, size_t set)
     const bench_set *s = &w->sets[set];
     switch (variant) {
     case BV_ROW_EAGER:
-        return enqueue_rows(e, w, s) == MEMRA_STATUS_OK ? 0 : -1;
+        return enqueue_rows(e, s) == MEMRA_STATUS_OK ? 0 : -1;
     case BV_PACK_EAGER:
-        return enqueue_packed(e, w, s) == MEMRA_STATUS_OK ? 0 : -1;
+        return enqueue_packed(e, s) == MEMRA_STATUS_OK ? 0 : -1;
     case BV_ROW_GRAPH:
         return launch(e, s->graph_rows, variant);
     case BV_PACK_GRAPH:
@@ -1019,11 +1028,11 @@ static int poison_prep(MemraEngine *e, const bench_set *s)
 
 static int read_prep(MemraEngine *e, const bench_set *s, results *got)
 {
-    if (download(e, ro(s->q), got->q, "reading q") != 0 ||
-        download(e, ro(s->k), got->k, "reading k") != 0 ||
-        download(e, ro(s->v), got->v, "reading v") != 0 ||
-        download(e, ro(s->beta), got->beta, "reading beta") != 0 ||
-        download(e, ro(s->g_log), got->g_log, "reading g_log") != 0)
+    if (download(e, tu_view(s->q), got->q, "reading q") != 0 ||
+        download(e, tu_view(s->k), got->k, "reading k") != 0 ||
+        download(e, tu_view(s->v), got->v, "reading v") != 0 ||
+        download(e, tu_view(s->beta), got->beta, "reading beta") != 0 ||
+        download(e, tu_view(s->g_log), got->g_log, "reading g_log") != 0)
         return -1;
     return 0;
 }
@@ -1031,12 +1040,12 @@ static int read_prep(MemraEngine *e, const bench_set *s, results *got)
 static int read_packed(bench_work *w, const bench_set *s, results *got)
 {
     MemraEngine *e = w->env->engine;
-    if (download(e, ro(s->conv_outs), got->conv_out, "reading conv_outs") != 0 ||
-        download(e, ro(s->o), got->o, "reading o") != 0 ||
-        download(e, ro(s->ring), got->ring, "reading the ring") != 0 ||
-        download(e, ro(final_state(&w->c, s)), got->state, "reading the final state") != 0 ||
-        download(e, ro(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
-        download(e, ro(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
+    if (download(e, tu_view(s->conv_outs), got->conv_out, "reading conv_outs") != 0 ||
+        download(e, tu_view(s->o), got->o, "reading o") != 0 ||
+        download(e, tu_view(s->ring), got->ring, "reading the ring") != 0 ||
+        download(e, tu_view(final_state(&w->c, s)), got->state, "reading the final state") != 0 ||
+        download(e, tu_view(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
+        download(e, tu_view(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
         return -1;
     return got->q != NULL ? read_prep(e, s, got) : 0;
 }
@@ -1068,14 +1077,6 @@ static size_t diff_blocks(const float *ref, const float *got, size_t n_rows, siz
             }
         }
     return diffs;
-}
-
-static bool all_finite(const float *a, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(a[i]))
-            return false;
-    return true;
 }
 
 /* Compares every result of `got` (from `who`) with the per-row reference. Snapshots are
@@ -1143,23 +1144,24 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
     if (restart(w, s) != 0 || poison(e, s->r_conv_out) != 0 || poison(e, s->r_o) != 0)
         goto out;
     for (size_t r = 0; r < T; r++) {
-        if (enqueue_row(e, w, s, r) != MEMRA_STATUS_OK)
+        if (enqueue_row(e, s, r) != MEMRA_STATUS_OK)
             goto out;
-        if (r + 1 < T && (download(e, ro(s->ring), ref.snap_conv + r * B * c->ring_words,
+        if (r + 1 < T && (download(e, tu_view(s->ring), ref.snap_conv + r * B * c->ring_words,
                                    "reading a ring") != 0 ||
-                          download(e, ro(r % 2 == 0 ? s->alt : s->canon),
+                          download(e, tu_view(r % 2 == 0 ? s->alt : s->canon),
                                    ref.snap_ssm + r * B * c->state_words, "reading a state") != 0))
             goto out;
     }
-    if (download(e, ro(s->r_conv_out), ref.conv_out, "reading conv_out") != 0 ||
-        download(e, ro(s->r_o), ref.o, "reading o") != 0 ||
-        download(e, ro(s->ring), ref.ring, "reading the ring") != 0 ||
-        download(e, ro(final_state(c, s)), ref.state, "reading the final state") != 0)
+    if (download(e, tu_view(s->r_conv_out), ref.conv_out, "reading conv_out") != 0 ||
+        download(e, tu_view(s->r_o), ref.o, "reading o") != 0 ||
+        download(e, tu_view(s->ring), ref.ring, "reading the ring") != 0 ||
+        download(e, tu_view(final_state(c, s)), ref.state, "reading the final state") != 0)
         goto out;
-    if (!all_finite(ref.conv_out, T * B * c->conv_dim) ||
-        !all_finite(ref.o, T * B * c->value_dim) || !all_finite(ref.state, B * c->state_words) ||
-        !all_finite(ref.ring, B * c->ring_words) ||
-        !all_finite(ref.snap_ssm, (T - 1) * B * c->state_words)) {
+    if (!tu_all_finite(ref.conv_out, T * B * c->conv_dim) ||
+        !tu_all_finite(ref.o, T * B * c->value_dim) ||
+        !tu_all_finite(ref.state, B * c->state_words) ||
+        !tu_all_finite(ref.ring, B * c->ring_words) ||
+        !tu_all_finite(ref.snap_ssm, (T - 1) * B * c->state_words)) {
         snprintf(why, why_len, "the per-row reference is not finite");
         rc = 1;
         goto out;
@@ -1169,7 +1171,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
      * reproduce. */
     if (restart(w, s) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
         goto out;
-    if (enqueue_packed(e, w, s) != MEMRA_STATUS_OK || read_packed(w, s, &pk) != 0)
+    if (enqueue_packed(e, s) != MEMRA_STATUS_OK || read_packed(w, s, &pk) != 0)
         goto out;
     if ((rc = compare(c, "packed eager", &ref, &pk, true, true, why, why_len, compared)) != 0)
         goto out;
@@ -1198,10 +1200,10 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
         bench_fail_status("replaying the per-row chain", st);
         goto out;
     }
-    if (download(e, ro(s->r_conv_out), got.conv_out, "reading conv_out") != 0 ||
-        download(e, ro(s->r_o), got.o, "reading o") != 0 ||
-        download(e, ro(s->ring), got.ring, "reading the ring") != 0 ||
-        download(e, ro(final_state(c, s)), got.state, "reading the final state") != 0)
+    if (download(e, tu_view(s->r_conv_out), got.conv_out, "reading conv_out") != 0 ||
+        download(e, tu_view(s->r_o), got.o, "reading o") != 0 ||
+        download(e, tu_view(s->ring), got.ring, "reading the ring") != 0 ||
+        download(e, tu_view(final_state(c, s)), got.state, "reading the final state") != 0)
         goto out;
     rc = compare(c, "per-row graph", &ref, &got, false, false, why, why_len, compared);
 out:
@@ -1255,7 +1257,7 @@ static int still_poisoned(const float *got, size_t n, const char *who, const cha
     for (size_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, got + i, sizeof u);
-        if (u != POISON_BITS) {
+        if (u != TU_POISON_BITS) {
             snprintf(why, why_len,
                      "%s: %s was written (word %zu is 0x%08x) although the call did not pass it",
                      who, what, i, (unsigned)u);
@@ -1298,8 +1300,8 @@ static int check_in_place(bench_work *w, const bench_set *s, const float *ring, 
     MemraEngine *e = w->env->engine;
     const bench_config *c = &w->c;
     int rc;
-    if (download(e, ro(s->ring), tmp->ring, "reading the ring") != 0 ||
-        download(e, ro(s->canon), tmp->state, "reading the canonical state") != 0)
+    if (download(e, tu_view(s->ring), tmp->ring, "reading the ring") != 0 ||
+        download(e, tu_view(s->canon), tmp->state, "reading the canonical state") != 0)
         return -1;
     rc = same_bits(ring, tmp->ring, c->b, 1, c->ring_words, who, "the ring", against, why, why_len,
                    compared);
@@ -1335,7 +1337,7 @@ static int check_outputs(bench_work *w, const bench_set *s, const results *want,
     };
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
         int rc;
-        if (download(e, ro(items[i].dev), items[i].got, "reading an output") != 0)
+        if (download(e, tu_view(items[i].dev), items[i].got, "reading an output") != 0)
             return -1;
         if (i == 0 || every_output)
             rc = same_bits(items[i].want, items[i].got, B, T, items[i].x, who, items[i].what,
@@ -1378,10 +1380,10 @@ static int check_fused(bench_work *w, int v, results *got, char *why, size_t why
         if ((rc = check_outputs(w, s, &w->pk, eager, who, against, got, why, why_len, compared)) !=
             0)
             return rc;
-        if (download(e, ro(s->ring), got->ring, "reading the ring") != 0 ||
-            download(e, ro(final_state(c, s)), got->state, "reading the final state") != 0 ||
-            download(e, ro(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
-            download(e, ro(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
+        if (download(e, tu_view(s->ring), got->ring, "reading the ring") != 0 ||
+            download(e, tu_view(final_state(c, s)), got->state, "reading the final state") != 0 ||
+            download(e, tu_view(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
+            download(e, tu_view(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
             return -1;
         if ((rc = same_bits(w->pk.state, got->state, c->b, 1, c->state_words, who,
                             "the final state", against, why, why_len, compared)) != 0 ||
@@ -1414,7 +1416,7 @@ static int packed_from(bench_work *w, const float *ring, const float *state, res
         fill(e, s->alt, zero_chunk, CHUNK_WORDS, "clearing the alternate state") != 0 ||
         poison_packed(e, s) != 0)
         return -1;
-    if (enqueue_packed(e, w, s) != MEMRA_STATUS_OK)
+    if (enqueue_packed(e, s) != MEMRA_STATUS_OK)
         return -1;
     return read_packed(w, s, out);
 }
@@ -1546,7 +1548,7 @@ static int check_rollback(bench_work *w, results *got, char *why, size_t why_len
             w->h_draw[b] = draw_count(&x, c->t);
         if (pass == 1 && (write_counts(w, w->h_draw) != 0 || capture_11(w, s, BV_ROLLBACK) != 0))
             goto out;
-        if (restart(w, s) != 0 || enqueue_packed(e, w, s) != MEMRA_STATUS_OK ||
+        if (restart(w, s) != 0 || enqueue_packed(e, s) != MEMRA_STATUS_OK ||
             write_counts(w, w->h_draw) != 0)
             goto out;
         if (pass == 0 ? enqueue_11(e, w, s, BV_ROLLBACK, false) != MEMRA_STATUS_OK

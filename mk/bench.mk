@@ -16,10 +16,11 @@ BENCH_OUT ?= results
 BENCH_BIN := $(BUILD)/bench/memra_bench
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/obj/%.o)
-BENCH_HDR := $(wildcard bench/*.h) abi/memra.h
+BENCH_HDR := $(wildcard bench/*.h) abi/memra.h $(SUPPORT_HDR)
 BENCH_INFO := $(BUILD)/bench/build_info.h
 
-BENCH_CPPFLAGS := -Iabi -Ibench -I$(BUILD)/bench -D_GNU_SOURCE
+# -Itests for the test-support library (mk/support.mk): the generator, views and 1.0 programs.
+BENCH_CPPFLAGS := -Iabi -Ibench -Itests -I$(BUILD)/bench -D_GNU_SOURCE
 BENCH_CFLAGS := -std=c11 -O2 -g $(WARN) $(EXTRA_CFLAGS)
 BENCH_LDLIBS := -L$(BUILD) -lmemra -Wl,-rpath,'$$ORIGIN/..' -lm
 ifeq ($(CUDA),1)
@@ -54,8 +55,8 @@ $(BENCH_OBJ): $(BUILD)/bench/obj/%.o: bench/%.c $(BENCH_HDR) $(BUILD)/.config
 
 $(BUILD)/bench/obj/main.o: $(BENCH_INFO)
 
-$(BENCH_BIN): $(BENCH_OBJ) $(LIB_DEV)
-	$(CC) -o $@ $(BENCH_OBJ) $(BENCH_LDLIBS) $(EXTRA_LDFLAGS)
+$(BENCH_BIN): $(BENCH_OBJ) $(SUPPORT_LIB) $(LIB_DEV)
+	$(CC) -o $@ $(BENCH_OBJ) $(SUPPORT_LIB) $(BENCH_LDLIBS) $(EXTRA_LDFLAGS)
 
 .PHONY: bench-build bench-plot bench-compare bench-test
 bench-build: $(BENCH_BIN)
@@ -94,9 +95,9 @@ $(BENCH_TEST_OBJ): tests/bench_report.c $(BENCH_HDR) $(BUILD)/.config
 	@mkdir -p $(dir $@)
 	$(CC) $(BENCH_CPPFLAGS) $(BENCH_CFLAGS) -c $< -o $@
 
-$(BENCH_TEST_BIN): $(BENCH_TEST_OBJ) $(BENCH_TEST_LINK) $(LIB_DEV)
+$(BENCH_TEST_BIN): $(BENCH_TEST_OBJ) $(BENCH_TEST_LINK) $(SUPPORT_LIB) $(LIB_DEV)
 	@mkdir -p $(dir $@)
-	$(CC) -Wl,-rpath,'$$ORIGIN/..' -o $@ $(BENCH_TEST_OBJ) $(BENCH_TEST_LINK) $(LIB_DEV) \
+	$(CC) -Wl,-rpath,'$$ORIGIN/..' -o $@ $(BENCH_TEST_OBJ) $(BENCH_TEST_LINK) $(SUPPORT_LIB) $(LIB_DEV) \
 	    -lcriterion -lm $(EXTRA_LDFLAGS)
 
 bench-test: $(BENCH_TEST_BIN)

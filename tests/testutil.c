@@ -1,7 +1,6 @@
 #include "testutil.h"
 
 #include <criterion/criterion.h>
-#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -171,51 +170,6 @@ void tu_expect_poison(const float *got, size_t len, const char *what, ...)
     cr_assert_fail("%s: %zu of %zu words were written (must keep the poison), the first at "
                    "index %zu (%a)",
                    buf, count, len, first, (double)got[first]);
-}
-
-static bool tu_ident_char(char ch)
-{
-    return isalnum((unsigned char)ch) || ch == '_';
-}
-
-bool tu_has_word(const char *msg, const char *word)
-{
-    size_t n = strlen(word);
-    if (n == 0)
-        return false;
-    for (const char *p = strstr(msg, word); p != NULL; p = strstr(p + 1, word)) {
-        bool left = p == msg || !tu_ident_char(p[-1]) || !tu_ident_char(word[0]);
-        bool right = !tu_ident_char(p[n]) || !tu_ident_char(word[n - 1]);
-        if (left && right)
-            return true;
-    }
-    return false;
-}
-
-bool tu_names_any(const char *msg, const char *alts)
-{
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", alts);
-    for (char *save = NULL, *alt = strtok_r(buf, "|", &save); alt != NULL;
-         alt = strtok_r(NULL, "|", &save))
-        if (tu_has_word(msg, alt))
-            return true;
-    return false;
-}
-
-tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv)
-{
-    tu_gdn_shape sh;
-    sh.num_k = num_k;
-    sh.num_v = num_v;
-    sh.d_conv = d_conv;
-    sh.key_dim = MEMRA_D_STATE * num_k;
-    sh.value_dim = MEMRA_D_STATE * num_v;
-    sh.conv_dim = 2 * sh.key_dim + sh.value_dim;
-    sh.pad = d_conv - 1;
-    sh.ring_words = sh.conv_dim * sh.pad;
-    sh.state_words = (size_t)MEMRA_D_STATE * MEMRA_D_STATE * num_v;
-    return sh;
 }
 
 void tu_gdn_weights(const tu_gdn_shape *sh, uint64_t seed, float *w, float *dt_bias, float *a)
@@ -491,22 +445,7 @@ void tu_gdn_unbind(tu_gdn_bound *bd)
 MemraStatus tu_gdn_program_step(MemraEngine *e, void *bound)
 {
     const tu_gdn_bound *bd = bound;
-    const MemraVerifyArgs *v = &bd->args;
-    const tu_gdn_shape *sh = &bd->sh;
-    MemraStatus st =
-        memra_ssm_conv1d_fused_decode_tloop(e, v->qkv, v->table, v->w, v->conv_outs, v->snap_conv,
-                                            sh->conv_dim, sh->d_conv, bd->t, bd->b);
-    if (st != MEMRA_STATUS_OK)
-        return st;
-    st = memra_gdn_prep_decode_b(e, tu_view(v->conv_outs), v->beta_raw, v->alpha, v->dt_bias, v->a,
-                                 v->q_l2, v->k_l2, v->v_g, v->beta, v->g_log, MEMRA_D_STATE,
-                                 sh->num_v, sh->num_k, sh->key_dim, TU_GDN_EPS, sh->conv_dim,
-                                 bd->b * bd->t);
-    if (st != MEMRA_STATUS_OK)
-        return st;
-    return memra_gdn_scan_s128_tsnap(e, tu_view(v->q_l2), tu_view(v->k_l2), tu_view(v->v_g),
-                                     tu_view(v->g_log), tu_view(v->beta), v->table, v->o, sh->num_v,
-                                     bd->t, bd->b, TU_GDN_SCALE, v->snap_ssm);
+    return tu_packed_program(e, &bd->args, NULL);
 }
 
 MemraStatus tu_gdn_verify_step(MemraEngine *e, void *bound)

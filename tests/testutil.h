@@ -64,28 +64,7 @@ void tu_expect_bits(const float *got, const float *ref, size_t len, const char *
 void tu_expect_poison(const float *got, size_t len, const char *what, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Whether `msg` contains `word` as a whole identifier, not as part of a longer one (so that
- * "memra_gdn_verify" is not found inside "memra_gdn_verify_x", nor "3" inside "13"). */
-bool tu_has_word(const char *msg, const char *word);
-
-/* Whether `msg` names one of the '|'-separated alternatives in `alts` (tu_has_word). */
-bool tu_names_any(const char *msg, const char *alts);
-
 /* ---- GDN problems: shapes, inputs, and the head order ---- */
-
-/* A model shape (d_state = 128) and the sizes derived from it. */
-typedef struct tu_gdn_shape {
-    size_t num_k, num_v, d_conv;
-    size_t key_dim, value_dim, conv_dim, pad;
-    /* One sequence's conv ring [conv_dim, pad] and recurrent state [num_v, 128, 128]. */
-    size_t ring_words, state_words;
-} tu_gdn_shape;
-
-tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv);
-
-/* The suite's eps and scale (the seed's). */
-#define TU_GDN_EPS 1e-6f
-#define TU_GDN_SCALE 0.08838834764831845f
 
 /* Model weights drawn from `seed`: w [conv_dim, d_conv], dt_bias and a [num_v]. The seed's
  * spreads (w 0.5, dt_bias 0.5), except that `a` is negative, in (-1.05, -0.05], as the

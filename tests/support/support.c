@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -185,4 +186,63 @@ uint64_t tu_fnv1a(const float *a, size_t len)
         h *= UINT64_C(1099511628211);
     }
     return h;
+}
+
+void tu_record(tu_failure *f, const char *fmt, ...)
+{
+    if (f->failed)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->text, sizeof f->text, fmt, ap);
+    va_end(ap);
+    f->failed = true;
+}
+
+static bool tu_ident_char(char ch)
+{
+    return isalnum((unsigned char)ch) || ch == '_';
+}
+
+bool tu_has_word(const char *msg, const char *word)
+{
+    size_t n = strlen(word);
+    if (n == 0)
+        return false;
+    for (const char *p = strstr(msg, word); p != NULL; p = strstr(p + 1, word)) {
+        bool left = p == msg || !tu_ident_char(p[-1]) || !tu_ident_char(word[0]);
+        bool right = !tu_ident_char(p[n]) || !tu_ident_char(word[n - 1]);
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+bool tu_names_any(const char *msg, const char *alts)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", alts);
+    for (char *save = NULL, *alt = strtok_r(buf, "|", &save); alt != NULL;
+         alt = strtok_r(NULL, "|", &save))
+        if (tu_has_word(msg, alt))
+            return true;
+    return false;
+}
+
+const tu_shape_def tu_shapes[TU_N_SHAPES] = {{"small", TU_SMALL_NUM_K, TU_SMALL_NUM_V},
+                                             {"ornith", TU_ORNITH_NUM_K, TU_ORNITH_NUM_V}};
+
+tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv)
+{
+    tu_gdn_shape sh;
+    sh.num_k = num_k;
+    sh.num_v = num_v;
+    sh.d_conv = d_conv;
+    sh.key_dim = MEMRA_D_STATE * num_k;
+    sh.value_dim = MEMRA_D_STATE * num_v;
+    sh.conv_dim = 2 * sh.key_dim + sh.value_dim;
+    sh.pad = d_conv - 1;
+    sh.ring_words = sh.conv_dim * sh.pad;
+    sh.state_words = (size_t)MEMRA_D_STATE * MEMRA_D_STATE * num_v;
+    return sh;
 }

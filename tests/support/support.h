@@ -81,4 +81,105 @@ double tu_rel_err_f32(const float *a, const float *ref, size_t len);
  * whose fingerprints agree computed the same bits. */
 uint64_t tu_fnv1a(const float *a, size_t len);
 
+/* ---- Failures recorded where no assertion may run (worker threads, standalone drivers) ---- */
+
+/* The first failure of a scenario, with its message; later ones are dropped. */
+typedef struct tu_failure {
+    bool failed;
+    char text[768];
+} tu_failure;
+
+/* Records a failure in `f` unless one is recorded already. */
+void tu_record(tu_failure *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- Messages ---- */
+
+/* Whether `msg` contains `word` as a whole identifier, not as part of a longer one (so that
+ * "memra_gdn_verify" is not found inside "memra_gdn_verify_x", nor "3" inside "13"). */
+bool tu_has_word(const char *msg, const char *word);
+
+/* Whether `msg` names one of the '|'-separated alternatives in `alts` (tu_has_word). */
+bool tu_names_any(const char *msg, const char *alts);
+
+/* ---- Model shapes ---- */
+
+/* The two model shapes of the tests and the bench (docs/layouts.md): "small" (2 key heads, 4
+ * value heads) and "ornith" (16 and 32), d_state 128 and d_conv 4 both. */
+#define TU_SMALL_NUM_K ((size_t)2)
+#define TU_SMALL_NUM_V ((size_t)4)
+#define TU_ORNITH_NUM_K ((size_t)16)
+#define TU_ORNITH_NUM_V ((size_t)32)
+#define TU_D_CONV ((size_t)4)
+
+/* The derived sizes as constant expressions (for array lengths): key and value dims, conv
+ * channels, one sequence's conv ring [conv_dim, d_conv - 1] and state [num_v, 128, 128]. */
+#define TU_KEY_DIM(nk) ((size_t)MEMRA_D_STATE * (nk))
+#define TU_VALUE_DIM(nv) ((size_t)MEMRA_D_STATE * (nv))
+#define TU_CONV_DIM(nk, nv) (2 * TU_KEY_DIM(nk) + TU_VALUE_DIM(nv))
+#define TU_RING_WORDS(nk, nv, dc) (TU_CONV_DIM(nk, nv) * ((dc)-1))
+#define TU_STATE_WORDS(nv) ((size_t)MEMRA_D_STATE * MEMRA_D_STATE * (nv))
+
+typedef struct tu_shape_def {
+    const char *name;
+    size_t num_k, num_v;
+} tu_shape_def;
+
+#define TU_N_SHAPES 2
+extern const tu_shape_def tu_shapes[TU_N_SHAPES];
+
+/* A model shape (d_state = 128) and the sizes derived from it. */
+typedef struct tu_gdn_shape {
+    size_t num_k, num_v, d_conv;
+    size_t key_dim, value_dim, conv_dim, pad;
+    /* One sequence's conv ring [conv_dim, pad] and recurrent state [num_v, 128, 128]. */
+    size_t ring_words, state_words;
+} tu_gdn_shape;
+
+tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv);
+
+/* The seed's eps and scale (1 / sqrt(128)). */
+#define TU_GDN_EPS 1e-6f
+#define TU_GDN_SCALE 0.08838834764831845f
+
+/* ---- The 1.0 programs ---- */
+
+/* The operations of the 1.0 packed program: memra_ssm_conv1d_fused_decode_tloop with conv
+ * snapshots, memra_gdn_prep_decode_b over the b * t rows, memra_gdn_scan_s128_tsnap with state
+ * snapshots, and the same scan without them. */
+enum tu_op { TU_OP_CONV, TU_OP_PREP, TU_OP_SCAN, TU_OP_SCAN_NOSNAP, TU_OP_COUNT };
+/* "packed conv tloop", "packed prep", "packed scan tsnap", "packed scan tsnap (no snapshots)". */
+extern const char *const tu_op_name[TU_OP_COUNT];
+
+/* One operation of the packed program over the buffers a tiled SNAPSHOTS verify names in `v`
+ * (qkv, table, w, beta_raw, alpha, dt_bias, a in; conv_outs, q_l2, k_l2, v_g, beta, g_log, o,
+ * snap_conv and snap_ssm out, each of them given); `v`'s mode and head order are not read. */
+MemraStatus tu_packed_op(MemraEngine *e, const MemraVerifyArgs *v, int op);
+
+/* conv, prep and scan (with snapshots) in order; on a failure `*failed` (when not NULL) is the
+ * tu_op_name of the operation that returned it. */
+MemraStatus tu_packed_program(MemraEngine *e, const MemraVerifyArgs *v, const char **failed);
+
+/* The 1.0 per-row program over b sequences: row r of all b sequences through the per-row conv,
+ * prep and scan (b_n = b each), the state ping-ponging between canonical and alternate. */
+typedef struct tu_rows {
+    size_t num_k, num_v, d_conv, t, b;
+    float eps, scale;
+    /* Inputs row-major [t, b, X], so that row r of all b sequences is contiguous. */
+    MemraSliceF32 qkv, beta_raw, alpha;
+    MemraSliceF32 w, dt_bias, a;
+    /* conv_outs [t, b, conv_dim] and o [t, b, value_dim] for every row; the prep outputs are
+     * scratch of one row ([b, X]), reused by every row. */
+    MemraSliceMutF32 conv_outs, o;
+    MemraSliceMutF32 q, k, v, beta, g_log;
+    /* [rings | canonical | alternate | canonical], b entries each: even rows read entries
+     * [b, 2b) and write [2b, 3b), odd rows read [2b, 3b) and write [3b, 4b). */
+    MemraSliceU64 table;
+} tu_rows;
+
+/* Row r; on a failure `*failed` (when not NULL) is "per-row conv", "per-row prep" or "per-row
+ * scan". */
+MemraStatus tu_rows_row(MemraEngine *e, const tu_rows *p, size_t r, const char **failed);
+/* Rows 0 .. t - 1. */
+MemraStatus tu_rows_program(MemraEngine *e, const tu_rows *p, const char **failed);
+
 #endif /* MEMRA_TEST_SUPPORT_H */
