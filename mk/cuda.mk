@@ -10,9 +10,10 @@
 #                     runtime or driver at load time: the runtime is linked statically and the
 #                     driver is opened on first use, so the library loads where CUDA is absent.
 #
-# On a machine with a GPU, tools/gpu/gpu-check.sh runs the suite, the sanitizers, the probe and
-# the bench from a build folder or from a staged copy of one (tools/gpu/stage.sh; see
-# kernels/cuda/NOTES.md, "Checking and profiling on a GPU").
+# On a machine with a GPU, tools/gpu/gpu-check.sh runs the suite, the sanitizers, the bench's
+# fingerprints (memra_bench --mode hash, against tools/gpu/hash-1.0.0.txt), its per-operation
+# timings (--mode per-op) and the bench from a build folder or from a staged copy of one
+# (tools/gpu/stage.sh; see kernels/cuda/NOTES.md, "Checking and profiling on a GPU").
 
 .PHONY: memcheck cuda-link-check
 memcheck: test-c-build

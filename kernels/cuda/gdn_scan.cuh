@@ -117,7 +117,7 @@ typedef struct scan_row {
  * beta; gd * s + k * delta is a multiply, then an fma), so that no copy of this code (the two
  * kernel instantiations) can be compiled differently from another: every row of every call
  * computes the same bits, and the same bits as the v4 kernel that compiled the expressions
- * (tools/gpu/probe hash). The one-launch verify (gdn_verify.cu) runs its rows through this
+ * (memra_bench --mode hash). The one-launch verify (gdn_verify.cu) runs its rows through this
  * same function.
  */
 template <bool VEC>

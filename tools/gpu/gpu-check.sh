@@ -1,19 +1,21 @@
 #!/bin/bash
 # Everything the CUDA backend must prove on a machine with a GPU, in one command run from the
 # repository root: the Criterion suite, the four compute-sanitizer tools over the suite's CUDA
-# tests, the GPU probe (bit identity and timings), the bench, and the scan's machine code. Each
-# step runs under its own time limit and logs to OUT; name the steps you want, or run them all
-# (the whole suite alone takes about 3 minutes on an H200).
+# tests and over one bench process, the bench's fingerprints and its per-operation timings, the
+# bench, and the scan's machine code. Each step runs under its own time limit and logs to OUT;
+# name the steps you want, or run them all (the whole suite alone takes about 3 minutes on an
+# H200).
 #
 # usage: tools/gpu/gpu-check.sh [STEP...]
-#   steps: info hash suite sanitize probe-sanitize probe bench sass (default: all, in that order)
-#   hash compares the probe's fingerprints of every output of the packed verify with those of
-#   libmemra 1.0.0, recorded on an H200 (tools/gpu/hash-1.0.0.txt): a kernel change must not
-#   change a single bit.
+#   steps: info hash suite sanitize bench-sanitize per-op bench sass (default: all, in that
+#   order)
+#   hash compares the fingerprints of every output of the packed verify (memra_bench --mode
+#   hash) with those of libmemra 1.0.0, recorded on an H200 (tools/gpu/hash-1.0.0.txt): a
+#   kernel change must not change a single bit.
+#   per-op times each operation of the packed program alone (memra_bench --mode per-op).
 #
 # Build first, on the GPU machine or on any machine with nvcc:
 #   make BUILD=build-cuda lib test-c-build bench-build
-#   tools/gpu/build-probe.sh build-cuda
 # and run either from that build folder (BUILD=build-cuda, the default), or from a compact copy
 # made by tools/gpu/stage.sh build-cuda gpu-stage and copied to the GPU machine (BUILD=gpu-stage);
 # the staged copy carries Criterion's libraries in gpu-stage/crit.
@@ -26,13 +28,16 @@
 #                    /usr/local/cuda)
 #   SANITIZE_FILTER  Criterion --filter of the sanitizers' first pass (see sanitize-suite.sh)
 #   BENCH_ARGS       options for memra_bench (default: the full sweep)
+#   PER_OP_ARGS      options for memra_bench --mode per-op (default: the ornith shape, T 1, 2,
+#                    4, 8 and 16, B 1 and 32)
 #   SUITE_TIMEOUT    seconds for the whole Criterion suite (default 400)
 #   SANITIZE_TIMEOUT seconds for each sanitizer tool (default 120)
 set -u -o pipefail
 
 build=${BUILD:-build-cuda}
 out=${OUT:-/tmp/memra-gpu-check}
-steps=${*:-info hash suite sanitize probe-sanitize probe bench sass}
+steps=${*:-info hash suite sanitize bench-sanitize per-op bench sass}
+bench=$build/bench/memra_bench
 crit=${CRITERION_LIBS:-}
 if [ -z "$crit" ] && [ -d "$build/crit" ]; then
     crit=$build/crit
@@ -58,7 +63,7 @@ for s in $steps; do
         ;;
     hash)
         step hash
-        if "$build/tools/probe" hash >"$out/hash.txt" 2>&1 &&
+        if "$bench" --mode hash --backend cuda >"$out/hash.txt" 2>&1 &&
             diff tools/gpu/hash-1.0.0.txt "$out/hash.txt"; then
             echo "hash: the same bits as libmemra 1.0.0"
         else
@@ -84,35 +89,38 @@ for s in $steps; do
         done >>"$out/sanitizers.log" 2>/dev/null
         rm -rf "$out/sanitize"
         ;;
-    probe-sanitize)
-        # The probe is one process running every kernel (both shapes, every d_conv, in place):
-        # the sanitizers watch it directly, next to the Criterion children.
-        step probe-sanitize
-        SANITIZE_PLAIN=1 SANITIZE_TAG=probe SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} \
-            tools/gpu/sanitize.sh \
-            "$build/tools/probe" "$out/sanitize-probe" check || { echo "probe-sanitize: FAILED"; rc=1; }
-        for f in "$out"/sanitize-probe/*.log; do
+    bench-sanitize)
+        # The fingerprint run is one process running the packed program's kernels on both
+        # shapes: the sanitizers watch it directly, next to the Criterion children.
+        step bench-sanitize
+        SANITIZE_PLAIN=1 SANITIZE_TAG=bench SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} \
+            tools/gpu/sanitize.sh "$bench" "$out/sanitize-bench" --mode hash --backend cuda ||
+            { echo "bench-sanitize: FAILED"; rc=1; }
+        for f in "$out"/sanitize-bench/*.log; do
             echo "##### $f"
             cat "$f"
         done >>"$out/sanitizers.log" 2>/dev/null
-        rm -rf "$out/sanitize-probe"
+        rm -rf "$out/sanitize-bench"
         ;;
-    probe)
-        step probe
-        if [ -x "$build/tools/probe" ]; then
-            timeout 200 "$build/tools/probe" 2>&1 | tee -a "$out/probe.log" || rc=1
+    per-op)
+        step per-op
+        if [ -x "$bench" ]; then
+            # shellcheck disable=SC2086
+            timeout 300 "$bench" --mode per-op --backend cuda \
+                ${PER_OP_ARGS:---shape ornith --t 1,2,4,8,16 --b 1,32} 2>&1 |
+                tee "$out/per-op.log" || rc=1
         else
-            echo "probe: $build/tools/probe not built"
+            echo "per-op: $bench not built"
         fi
         ;;
     bench)
         step bench
-        if [ -x "$build/bench/memra_bench" ]; then
+        if [ -x "$bench" ]; then
             # shellcheck disable=SC2086
-            timeout 240 "$build/bench/memra_bench" --out "$out" ${BENCH_ARGS:-} 2>&1 |
+            timeout 240 "$bench" --out "$out" ${BENCH_ARGS:-} 2>&1 |
                 tee "$out/bench.log" || rc=1
         else
-            echo "bench: $build/bench/memra_bench not built"
+            echo "bench: $bench not built"
         fi
         ;;
     sass)

@@ -5,10 +5,12 @@
 # Synthesis line). Needs a CUDA device: on a machine without one the CUDA tests skip and the
 # sanitizers have nothing to watch.
 #
-# usage: tools/gpu/sanitize.sh BINARY LOGDIR [criterion options...]
+# usage: tools/gpu/sanitize.sh BINARY LOGDIR [arguments...]
+#   the arguments go to BINARY (Criterion options for a test binary)
 #   SANITIZER   the compute-sanitizer executable (default: from PATH or $CUDA_HOME/bin)
 #   SANITIZER_TOOLS   the tools to run (default: "memcheck racecheck initcheck synccheck")
-#   SANITIZE_PLAIN=1  BINARY is not a Criterion binary: run it as is (its exit status counts)
+#   SANITIZE_PLAIN=1  BINARY is not a Criterion binary (memra_bench): run it as is (its exit
+#                     status counts)
 #   SANITIZE_TAG      prefix of the log names (default: the tool name alone)
 #   SANITIZE_TIMEOUT  seconds each tool may run (default 0: no limit); a tool that runs out
 #                     fails, and the next one still runs
@@ -17,7 +19,7 @@
 set -u
 
 if [ $# -lt 2 ]; then
-    echo "usage: $0 BINARY LOGDIR [criterion options...]" >&2
+    echo "usage: $0 BINARY LOGDIR [arguments...]" >&2
     exit 2
 fi
 bin=$1

@@ -5,8 +5,8 @@
 #
 #   libmemra.so.1            the library, dereferenced
 #   tests/memra_tests        the Criterion suite            (make BUILD=... test-c-build)
-#   bench/memra_bench        the benchmark                  (make BUILD=... bench-build)
-#   tools/probe              the GPU probe                  (tools/gpu/build-probe.sh BUILD)
+#   bench/memra_bench        the benchmark, its fingerprint and per-op modes
+#                                                           (make BUILD=... bench-build)
 #   rust-gpu/                the Rust GPU bundle, if built  (make BUILD=... rust-gpu-bundle)
 #   obj/kernels/cuda/gdn_scan.o   the scan's object, for gpu-check.sh's `sass` step
 #   crit/                    libcriterion.so.3 and the libraries it pulls in, except the C and
@@ -31,7 +31,7 @@ fi
 rm -rf "$stage"
 mkdir -p "$stage"
 cp -L "$build/libmemra.so.1" "$stage/"
-for f in tests/memra_tests bench/memra_bench tools/probe obj/kernels/cuda/gdn_scan.o; do
+for f in tests/memra_tests bench/memra_bench obj/kernels/cuda/gdn_scan.o; do
     if [ -e "$build/$f" ]; then
         mkdir -p "$stage/$(dirname "$f")"
         cp -L "$build/$f" "$stage/$f"
