@@ -41,8 +41,6 @@ pub(crate) struct Alloc {
     /// The graph whose capture made this allocation: the library ties its lifetime to that
     /// graph, so the handle keeps the graph from being destroyed while the buffer is alive.
     pub(crate) graph: Option<Arc<GraphHandle>>,
-    /// Whether this buffer registered its address as live (see `Shared::add_live`).
-    pub(crate) live: bool,
     /// Set by `CudaSlice::free`, which already called `memra_free`.
     pub(crate) freed: bool,
 }
@@ -59,17 +57,10 @@ impl Alloc {
     pub(crate) fn released(&self) -> bool {
         matches!(self.graph, Some(ref g) if g.failed())
     }
-
-    pub(crate) fn addr(&self) -> u64 {
-        self.ptr as usize as u64
-    }
 }
 
 impl Drop for Alloc {
     fn drop(&mut self) {
-        if self.live {
-            self.shared.remove_live(self.addr());
-        }
         if self.owner != Owner::Library || self.freed || self.released() {
             return;
         }
@@ -641,10 +632,6 @@ impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {}
 impl<T, S: DevicePtrMut<T> + ?Sized> DevicePtrMut<T> for &mut S {}
 
 impl RawBuf<'_> {
-    pub(crate) fn addr(&self) -> u64 {
-        self.ptr as usize as u64
-    }
-
     /// `len` elements of `T` starting `start` elements in; the caller has checked the range.
     pub(crate) fn sub<T>(&self, start: usize, len: usize) -> RawBuf<'_> {
         debug_assert!(start + len <= self.len);

@@ -328,17 +328,12 @@ impl Engine {
             .capture
             .as_ref()
             .map(|c| c.handle().clone());
-        let live = !ptr.is_null();
-        if live {
-            self.shared.add_live(ptr as usize as u64);
-        }
         CudaSlice::new(
             Alloc {
                 shared: self.shared.clone(),
                 ptr,
                 owner: Owner::Library,
                 graph,
-                live,
                 freed: false,
             },
             len,
@@ -353,7 +348,6 @@ impl Engine {
                 ptr: ptr::null_mut(),
                 owner: Owner::Empty,
                 graph: None,
-                live: false,
                 freed: false,
             },
             0,
@@ -393,55 +387,6 @@ impl Engine {
             capture.retain(buf.alloc);
         }
         Ok(buf)
-    }
-
-    /// Pointer-table slots (three entries each, all the address) for the buffers an operation
-    /// takes directly; `addrs` pairs each address with the parameter it comes from. Outside a
-    /// capture a missing slot is made now; inside one it cannot be (the library refuses host
-    /// copies during a capture), so the capture is failed with a message saying why.
-    pub(crate) fn slots(
-        &self,
-        guard: &LockGuard<'_>,
-        func: &str,
-        addrs: &[(u64, &str)],
-    ) -> Res<Vec<NonNull<u64>>> {
-        let mut state = self.shared.state(guard).borrow_mut();
-        let missing: Vec<u64> = addrs
-            .iter()
-            .filter(|(a, _)| state.book.slot(*a).is_none())
-            .map(|(a, _)| *a)
-            .collect();
-        if !missing.is_empty() {
-            if let Some(capture) = state.capture.as_mut() {
-                let name = addrs
-                    .iter()
-                    .find(|(a, _)| *a == missing[0])
-                    .map(|(_, n)| *n)
-                    .unwrap_or("?");
-                let error = Error::new(
-                    Status::CaptureError,
-                    format!(
-                        "{}: parameter '{}': the operation reaches this buffer through a \
-                         pointer table the bindings write, and no table entry exists for its \
-                         address {:#x}: entries cannot be written while a graph is captured \
-                         (the library refuses host copies then). Buffers allocated before the \
-                         capture have entries; for a view at an offset, run the operation once \
-                         before capturing it; a buffer allocated during the capture cannot be \
-                         used this way",
-                        func, name, missing[0]
-                    ),
-                );
-                if capture.failure.is_none() {
-                    capture.failure = Some(error.clone());
-                }
-                return Err(error);
-            }
-            state.book.add(self.raw(), &missing)?;
-        }
-        Ok(addrs
-            .iter()
-            .map(|(a, _)| state.book.slot(*a).expect("every address has a slot now"))
-            .collect())
     }
 
     fn alloc_buf<T: Elem>(&self, len: usize, init: sys::MemraAllocInit) -> Res<CudaSlice<T>> {
@@ -622,14 +567,13 @@ impl Engine {
     }
 
     /// Device-to-device copy of the first `len` elements of `src` into `dst[off .. off + len]`,
-    /// in stream order and bit for bit (memra-engine's `copy_into`). Graph-capturable when
-    /// `dst` at `off` has a pointer-table slot (see [`Engine::capture_graph_retained`]).
+    /// in stream order and bit for bit (memra-engine's `copy_into`). Graph-capturable.
     ///
-    /// The C ABI has no device-to-device copy, so this runs the library's per-row conv with
-    /// `d_conv = 2` on one row of `len` channels: its ring, a pointer-table entry at `dst + off`,
-    /// is rolled to hold the row, i.e. `src`, unchanged bit for bit (the ring roll only moves
-    /// values). It moves about three times the bytes of a plain copy (the conv also reads
-    /// scratch weights and writes scratch outputs).
+    /// The C ABI has no device-to-device copy, so this runs the library's single-sequence conv
+    /// with `d_conv = 2` on one row of `len` channels whose ring is `dst[off .. off + len]`:
+    /// the step rolls the ring to hold the row, i.e. `src`, unchanged bit for bit (the ring
+    /// roll only moves values). It moves about three times the bytes of a plain copy (the conv
+    /// also reads scratch weights and writes scratch outputs).
     pub fn copy_into(
         &self,
         dst: &mut impl DevicePtrMut<f32>,
@@ -664,52 +608,33 @@ impl Engine {
         if len == 0 {
             return Ok(());
         }
-        let target = dst.sub::<f32>(off, len).addr();
-        Ok(self.copy_words(&guard, F, target, src.sub::<f32>(0, len).f32())?)
+        let target = dst.sub::<f32>(off, len).f32_mut();
+        Ok(self.copy_words(&guard, target, src.sub::<f32>(0, len).f32())?)
     }
 
-    /// Copies the `src.len` 4-byte words at `src` to the address `target` (the start of a
-    /// checked destination of at least that many words), bit for bit: the per-row conv with
-    /// `d_conv = 2` on one row of `src.len` channels rolls its ring, a pointer-table entry
-    /// holding `target`, to hold the row.
+    /// Copies the `src.len` 4-byte words at `src` to `dst` (a checked destination of as many
+    /// words), bit for bit: the single-sequence conv with `d_conv = 2` on one row of `src.len`
+    /// channels rolls its ring, `dst`, to hold the row.
     fn copy_words(
         &self,
         guard: &LockGuard<'_>,
-        func: &str,
-        target: u64,
+        dst: sys::MemraSliceMutF32,
         src: sys::MemraSliceF32,
     ) -> Res<()> {
         let len = src.len;
-        let slot = self.slots(guard, func, &[(target, "dst")])?[0];
         let scratch = self.copy_scratch(guard, len)?;
         let (w, out) = scratch.views(len);
-        // SAFETY: a live engine, its lock held; the conv reads `len` elements of `src` and of
-        // its one-entry table (the slot, holding `target`), `2 * len` weights and writes `len`
-        // outputs of the scratch, and rolls `len` ring elements at `target`, all inside live
-        // buffers of this engine.
-        check(unsafe {
-            sys::memra_ssm_conv1d_fused_decode_b_view(
-                self.raw(),
-                src,
-                sys::MemraSliceU64 {
-                    ptr: slot.as_ptr(),
-                    len: 1,
-                },
-                w,
-                out,
-                len,
-                2,
-                1,
-            )
-        })?;
+        // SAFETY: a live engine, its lock held; the conv reads `len` elements of `src`,
+        // `2 * len` weights and writes `len` outputs of the scratch, and rolls the `len` ring
+        // elements of `dst`, all inside live buffers of this engine.
+        check(unsafe { sys::memra_ssm_conv1d_fused_decode(self.raw(), src, dst, w, out, len, 2) })?;
         drop(scratch);
         Ok(())
     }
 
     /// Sets every element of `dst` to zero bits, in stream order (cudarc's
-    /// `CudaStream::memset_zeros`, also callable on [`CudaStream`]). Graph-capturable on
-    /// buffers with a pointer-table slot (see [`Engine::copy_into`], which it is built on: it
-    /// copies from zeros the engine keeps).
+    /// `CudaStream::memset_zeros`, also callable on [`CudaStream`]). Graph-capturable. It is
+    /// built on [`Engine::copy_into`]'s copy, from zeros the engine keeps.
     pub fn memset_zeros<T: Elem>(&self, dst: &mut impl DevicePtrMut<T>) -> Result<()> {
         const F: &str = "CudaStream::memset_zeros";
         let guard = self.lock();
@@ -725,7 +650,11 @@ impl Engine {
         }
         let zeros = self.zero_source(&guard, words)?;
         let src = zeros.zeros(words);
-        self.copy_words(&guard, F, dst.addr(), src)?;
+        let dst = sys::MemraSliceMutF32 {
+            ptr: dst.ptr.cast::<f32>(),
+            len: words,
+        };
+        self.copy_words(&guard, dst, src)?;
         drop(zeros);
         Ok(())
     }
@@ -753,8 +682,8 @@ impl Engine {
     }
 
     /// A new buffer holding a device-to-device copy of `src` (memra-engine's `clone_dtod`:
-    /// a real copy, not a second handle). Inside a graph capture the new buffer has no
-    /// pointer-table slot, so this fails the capture (see [`Engine::copy_into`]).
+    /// a real copy, not a second handle). Inside a graph capture the new buffer belongs to the
+    /// graph, and every replay copies into it again.
     pub fn clone_dtod(&self, src: &impl DevicePtr<f32>) -> Result<CudaSlice<f32>> {
         let mut out = self.uninit(src.len())?;
         self.copy_into(&mut out, 0, src, src.len())?;
@@ -849,17 +778,12 @@ impl Engine {
             .into());
         }
         let raw_ptr = ptr as usize as *mut c_void;
-        let live = ptr != 0;
-        if live {
-            self.shared.add_live(ptr);
-        }
         Ok(CudaSlice::new(
             Alloc {
                 shared: self.shared.clone(),
                 ptr: raw_ptr,
                 owner: Owner::Host,
                 graph: None,
-                live,
                 freed: false,
             },
             len,

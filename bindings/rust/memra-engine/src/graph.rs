@@ -11,8 +11,8 @@
 //!   replay still uses.
 //! - Buffers reached only through pointer-table entries the host wrote are the host's business:
 //!   the library reads those addresses at execution time and cannot check them (see the crate
-//!   docs). The tables the bindings write themselves (for the operations that take a buffer
-//!   directly) hold addresses of buffers the graph retains.
+//!   docs). The operations that take a buffer directly (the single-sequence conv and scan, the
+//!   copies) pass it as an argument, so the graph retains it like any other.
 
 use std::any::Any;
 use std::collections::HashSet;
@@ -239,14 +239,6 @@ impl Engine {
     /// [`CaptureError`]'s source). A panic in `step` aborts the capture and is resumed after the
     /// library has cleaned up. On failure the engine stays usable and no graph exists.
     ///
-    /// Before the capture starts, every live buffer of the engine gets a slot in the
-    /// engine's pointer tables, so that the operations that take a state or ring buffer
-    /// directly ([`Engine::ssm_conv1d_fused_decode`], [`Engine::gdn_scan_s128`],
-    /// [`Engine::copy_into`], ...) work inside the step on those buffers. Views at an offset
-    /// not used by such an operation before, and buffers allocated during the capture, have no
-    /// slot (the library forbids writing one during a capture): those operations then fail
-    /// the capture with [`Status::CaptureError`].
-    ///
     /// The engine is locked for the whole capture: other threads using it wait.
     pub fn capture_graph_retained<F>(
         &self,
@@ -279,14 +271,6 @@ impl Engine {
                 .into(),
             });
         }
-        // Outside the capture: give every live buffer its pointer-table slot now.
-        let live = shared.live_addresses();
-        shared
-            .state(&guard)
-            .borrow_mut()
-            .book
-            .add(self.raw(), &live)?;
-
         let handle = Arc::new(GraphHandle {
             shared: shared.clone(),
             raw: AtomicPtr::new(ptr::null_mut()),

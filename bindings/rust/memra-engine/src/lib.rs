@@ -129,8 +129,8 @@
 //!
 //! The operations that take a state or ring buffer directly (memra-engine 0.72's
 //! single-sequence [`Engine::ssm_conv1d_fused_decode`], [`Engine::gdn_scan_s128`],
-//! [`Engine::gdn_scan_s128_view`], and [`Engine::copy_into`] / [`Engine::clone_dtod`]) run the
-//! table-driven entry points on tables these bindings write and own; those are always right.
+//! [`Engine::gdn_scan_s128_view`], and [`Engine::copy_into`] / [`Engine::clone_dtod`]) read no
+//! table: the buffer itself is the argument, checked like any other.
 //!
 //! # Crate layout
 //!

@@ -19,9 +19,6 @@ use crate::buffer::{CudaSlice, DevicePtr, DevicePtrMut};
 use crate::engine::{elements, Engine};
 use crate::error::{check, Error, Res, Result, Status};
 use crate::lock::LockGuard;
-use crate::shared::SLOT_WIDTH;
-
-const S: usize = 128;
 
 /// The scan inputs, in the order the entry points take them.
 const SCAN_IN: [&str; 5] = ["q", "k", "v", "g_log", "beta"];
@@ -141,13 +138,10 @@ impl Engine {
 
     /// Per-row conv step + SiLU of ONE sequence whose ring `conv_state` (`[conv_dim,
     /// d_conv - 1]`, rolled in place) is passed directly (memra-engine 0.72's single-sequence
-    /// `ssm_conv1d_fused_decode`). `qkv` and `conv_out` are `[conv_dim]`, `w` is
-    /// `[conv_dim, d_conv]`.
-    ///
-    /// It runs [`Engine::ssm_conv1d_fused_decode_b_view`] with `b_n = 1` on a pointer-table
-    /// entry the bindings keep for `conv_state`'s address (written once, outside captures; see
-    /// [`Engine::capture_graph_retained`] for what that means inside a capture), so the bits
-    /// are those of the table-driven op.
+    /// `ssm_conv1d_fused_decode`; `memra_ssm_conv1d_fused_decode`). `qkv` and `conv_out` are
+    /// `[conv_dim]`, `w` is `[conv_dim, d_conv]`. The bits are those of
+    /// [`Engine::ssm_conv1d_fused_decode_b_view`] with `b_n = 1`. A graph captured with it
+    /// rolls this very ring at every replay.
     #[allow(clippy::too_many_arguments)]
     pub fn ssm_conv1d_fused_decode(
         &self,
@@ -160,35 +154,20 @@ impl Engine {
     ) -> Result<()> {
         const F: &str = "Engine::ssm_conv1d_fused_decode";
         let g = self.lock();
-        let ring = self.t(&g, F, "conv_state", &*conv_state)?;
-        // The library cannot see a ring behind a table entry; these bindings can.
-        if (1..=sys::MEMRA_D_CONV_MAX as usize).contains(&d_conv) {
-            let need = elements(F, "[conv_dim, d_conv - 1]", &[conv_dim, d_conv - 1])?;
-            if ring.len < need {
-                return Err(
-                    short(F, "conv_state", need, "[conv_dim, d_conv - 1]", ring.len).into(),
-                );
-            }
-        }
-        let slot = self.slots(&g, F, &[(ring.addr(), "conv_state")])?[0];
         let qkv = self.t(&g, F, "qkv", qkv)?.f32();
+        let conv_state = self.t(&g, F, "conv_state", &*conv_state)?.f32_mut();
         let w = self.t(&g, F, "w", w)?.f32();
         let conv_out = self.t(&g, F, "conv_out", &*conv_out)?.f32_mut();
-        // SAFETY: a live engine, its lock held; slices of live buffers of it, and a one-entry
-        // table (the slot) holding the address of `conv_state`, which is long enough.
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
         Ok(check(unsafe {
-            sys::memra_ssm_conv1d_fused_decode_b_view(
+            sys::memra_ssm_conv1d_fused_decode(
                 self.raw(),
                 qkv,
-                sys::MemraSliceU64 {
-                    ptr: slot.as_ptr(),
-                    len: 1,
-                },
+                conv_state,
                 w,
                 conv_out,
                 conv_dim,
                 d_conv,
-                1,
             )
         })?)
     }
@@ -408,7 +387,28 @@ impl Engine {
             t: usize,
             scale: f32,
         ) {
-            Ok(self.scan_direct(F, [q, k, v, g, beta], state_in, state_out, o, n_head, t, scale)?)
+            let lock = self.lock();
+            let [q, k, v, g, beta] = self.inputs(&lock, F, ["q", "k", "v", "g", "beta"], [q, k, v, g, beta])?;
+            let state_in = self.t(&lock, F, "state_in", state_in)?.f32();
+            let state_out = self.t(&lock, F, "state_out", &*state_out)?.f32_mut();
+            let o = self.t(&lock, F, "o", &*o)?.f32_mut();
+            // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
+            Ok(check(unsafe {
+                sys::memra_gdn_scan_s128(
+                    self.raw(),
+                    q,
+                    k,
+                    v,
+                    g,
+                    beta,
+                    state_in,
+                    state_out,
+                    o,
+                    n_head,
+                    t,
+                    scale,
+                )
+            })?)
         }
 
         /// `t` recurrent GDN steps (head dim 128) of ONE sequence whose states are passed
@@ -419,167 +419,15 @@ impl Engine {
         /// `q`, `k`, `v` and `o` are `[t, n_head, 128]`, `g` (the log decay) and `beta`
         /// `[t, n_head]`, the states `[n_head, 128, 128]` transposed; `o` is scaled by `scale`.
         ///
-        /// It runs row 0 as [`Engine::gdn_scan_s128_batched_view`] from `state_in` to
-        /// `state_out` and, when `t > 1`, rows `1 .. t` as one [`Engine::gdn_scan_s128_tsnap`]
-        /// in place on `state_out`, through pointer-table entries the bindings keep for the two
-        /// addresses (see [`Engine::capture_graph_retained`] for what that means inside a
-        /// capture). Packed and per-row scans are bit-identical, so the bits are those of `t`
-        /// chained per-row steps. Every argument is checked before the first launch, so a
-        /// refused call writes nothing.
+        /// `memra_gdn_scan_s128`: the bits are those of `t` chained
+        /// [`Engine::gdn_scan_s128_batched_view`] steps (and of the packed
+        /// [`Engine::gdn_scan_s128_tsnap`]). A graph captured with it reads and writes these
+        /// very states at every replay.
         gdn_scan_s128();
 
         /// [`Engine::gdn_scan_s128`] with the states given as views (memra-engine's
         /// `gdn_scan_s128_view`, for states resident inside a larger buffer).
         gdn_scan_s128_view();
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn scan_direct(
-        &self,
-        func: &str,
-        ins: [&dyn DevicePtr<f32>; 5],
-        state_in: &dyn DevicePtr<f32>,
-        state_out: &mut dyn DevicePtrMut<f32>,
-        o: &mut dyn DevicePtrMut<f32>,
-        n_head: usize,
-        t: usize,
-        scale: f32,
-    ) -> Res<()> {
-        const IN: [&str; 5] = ["q", "k", "v", "g", "beta"];
-        let g = self.lock();
-        // The launches below split the call in two, so everything the library would check is
-        // checked here first, for the whole call: a refused call must write nothing.
-        for (name, value) in [("n_head", n_head), ("t", t)] {
-            if value == 0 {
-                return Err(Error::new(
-                    Status::InvalidArgument,
-                    format!("{}: parameter '{}': expected >= 1, got 0", func, name),
-                ));
-            }
-        }
-        if !scale.is_finite() {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "{}: parameter 'scale': expected a finite value, got {}",
-                    func, scale
-                ),
-            ));
-        }
-        let row = elements(func, "[n_head, 128]", &[n_head, S])?;
-        let rows = elements(func, "[t, n_head, 128]", &[t, n_head, S])?;
-        let heads = elements(func, "[t, n_head]", &[t, n_head])?;
-        let state = elements(func, "[n_head, 128, 128]", &[n_head, S, S])?;
-        let mut bufs = Vec::with_capacity(5);
-        for (i, buf) in ins.iter().enumerate() {
-            let raw = self.t(&g, func, IN[i], *buf)?;
-            let (need, shape) = if i < 3 {
-                (rows, "[t, n_head, 128]")
-            } else {
-                (heads, "[t, n_head]")
-            };
-            if raw.len < need {
-                return Err(short(func, IN[i], need, shape, raw.len));
-            }
-            bufs.push(raw);
-        }
-        let out = self.t(&g, func, "o", &*o)?;
-        if out.len < rows {
-            return Err(short(func, "o", rows, "[t, n_head, 128]", out.len));
-        }
-        let s_in = self.t(&g, func, "state_in", state_in)?;
-        let s_out = self.t(&g, func, "state_out", &*state_out)?;
-        for (name, raw) in [("state_in", &s_in), ("state_out", &s_out)] {
-            if raw.len < state {
-                return Err(short(func, name, state, "[n_head, 128, 128]", raw.len));
-            }
-        }
-        let o_lo = out.addr();
-        let o_hi = o_lo + (rows * 4) as u64;
-        for (i, raw) in bufs.iter().enumerate() {
-            let need = if i < 3 { rows } else { heads };
-            let lo = raw.addr();
-            let hi = lo + (need * 4) as u64;
-            if lo < o_hi && o_lo < hi {
-                return Err(Error::new(
-                    Status::InvalidArgument,
-                    format!(
-                        "{}: parameter 'o' overlaps parameter '{}': outputs must not share                          memory with any other argument",
-                        func, IN[i]
-                    ),
-                ));
-            }
-        }
-        let slots = self.slots(
-            &g,
-            func,
-            &[(s_in.addr(), "state_in"), (s_out.addr(), "state_out")],
-        )?;
-        let one = |slot: ptr::NonNull<u64>| sys::MemraSliceU64 {
-            ptr: slot.as_ptr(),
-            len: 1,
-        };
-        let head = |raw: &RawBuf<'_>, i: usize| {
-            if i < 3 {
-                raw.sub::<f32>(0, row).f32()
-            } else {
-                raw.sub::<f32>(0, n_head).f32()
-            }
-        };
-        // SAFETY: a live engine, its lock held; row 0 of every checked input and of `o`, and
-        // one-entry tables holding the addresses of the two states, both long enough.
-        check(unsafe {
-            sys::memra_gdn_scan_s128_batched_view(
-                self.raw(),
-                head(&bufs[0], 0),
-                head(&bufs[1], 1),
-                head(&bufs[2], 2),
-                head(&bufs[3], 3),
-                head(&bufs[4], 4),
-                one(slots[0]),
-                one(slots[1]),
-                out.sub::<f32>(0, row).f32_mut(),
-                n_head,
-                1,
-                scale,
-            )
-        })?;
-        if t == 1 {
-            return Ok(());
-        }
-        let tail = |raw: &RawBuf<'_>, i: usize| {
-            if i < 3 {
-                raw.sub::<f32>(row, rows - row).f32()
-            } else {
-                raw.sub::<f32>(n_head, heads - n_head).f32()
-            }
-        };
-        // SAFETY: as above, for rows 1 .. t; the table row is `[state_out; 3]`: the packed scan
-        // reads its canonical state and writes the final one into the same buffer, which is the
-        // in-place update the kernels support (each column is read before it is written).
-        check(unsafe {
-            sys::memra_gdn_scan_s128_tsnap(
-                self.raw(),
-                tail(&bufs[0], 0),
-                tail(&bufs[1], 1),
-                tail(&bufs[2], 2),
-                tail(&bufs[3], 3),
-                tail(&bufs[4], 4),
-                sys::MemraSliceU64 {
-                    ptr: slots[1].as_ptr(),
-                    len: SLOT_WIDTH,
-                },
-                out.sub::<f32>(row, rows - row).f32_mut(),
-                n_head,
-                t - 1,
-                1,
-                scale,
-                sys::MemraSliceMutF32 {
-                    ptr: ptr::null_mut(),
-                    len: 0,
-                },
-            )
-        })
     }
 
     /// Packed conv for one sequence: `t` conv steps in one launch, bit-identical to `t` chained
@@ -792,17 +640,6 @@ impl Engine {
             )
         })
     }
-}
-
-/// The error for a buffer shorter than its shape.
-fn short(func: &str, name: &str, need: usize, shape: &str, got: usize) -> Error {
-    Error::new(
-        Status::InvalidArgument,
-        format!(
-            "{}: parameter '{}': expected at least {} elements ({}), got {}",
-            func, name, need, shape, got
-        ),
-    )
 }
 
 /// The signature both prep entry points share.
