@@ -42,7 +42,7 @@ MEMRA__EXPORT MemraStatus memra_engine_stream(const MemraEngine *engine, void **
     MEMRA__ENTER(engine);
     MEMRA__TRY(memra__check_engine_handle(__func__, engine));
     MEMRA__TRY(memra__check_out(__func__, "out_stream", out_stream));
-    *out_stream = engine->stream;
+    *out_stream = engine->dev.stream;
     return MEMRA_STATUS_OK;
 }
 

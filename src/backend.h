@@ -3,10 +3,16 @@
  * of function pointers (the pattern of ggml's backend interface). There are two instances,
  * memra__backend_cpu (src/backend_cpu.c) and memra__backend_cuda (src/backend_cuda.c).
  *
+ * A backend sees one part of an engine, its memra__device (below), and nothing of the engine
+ * layer above it (src/engine.h): not the allocation registry, the capture or the handle. The
+ * entries take the engine itself, so that the runtime calls them as e->backend->conv(e, ...);
+ * a backend turns it into its device with memra__device_of().
+ *
  * Contract for every entry: the arguments are already validated, the engine is live, not
  * faulted, and the caller holds it exclusively. A failure returns a status with its message
- * already recorded through memra__fail(); a device fault that poisons the context is also
- * recorded on the engine with memra__engine_fault() so that later calls report it.
+ * already recorded through memra__fail(). A device fault that poisons the context is also
+ * reported as the device's sticky fault (memra__device.fault, first one wins), which the engine
+ * layer reads to refuse every later call and to skip teardown work that cannot succeed.
  */
 #ifndef MEMRA_BACKEND_H
 #define MEMRA_BACKEND_H
@@ -16,6 +22,28 @@
 
 #include "kernels.h"
 #include "memra.h"
+#include "status.h"
+
+/* The part of an engine that belongs to its backend: the first member of struct MemraEngine
+ * (src/engine.h asserts it), so that the engine's address is also its device's. */
+typedef struct memra__device {
+    /* cudaStream_t on CUDA, NULL on the CPU. */
+    void *stream;
+    bool owns_stream;
+    /* Backend-private state. */
+    void *impl;
+    /* A device fault that poisoned the context: the backend sets it (first one wins) and every
+     * later call returns it. */
+    MemraStatus fault;
+    char fault_msg[MEMRA__MESSAGE_MAX];
+} memra__device;
+
+/* The device of `e`. A pointer to a struct, converted, points to its first member; the
+ * conversion needs no view of the engine's other members. */
+static inline memra__device *memra__device_of(MemraEngine *e)
+{
+    return (memra__device *)(void *)e;
+}
 
 typedef struct memra__backend {
     const char *name;

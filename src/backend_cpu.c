@@ -10,7 +10,6 @@
 
 #include "backend.h"
 #include "dev_error.h"
-#include "engine.h"
 #include "status.h"
 
 /* Buffers are aligned like cudaMalloc's, so that alignment-sensitive host code behaves the
@@ -68,10 +67,16 @@ static void run_op(const cpu_op *op)
     }
 }
 
-/* Runs `op` now, or appends it to the graph being recorded. */
-static MemraStatus submit(MemraEngine *e, const cpu_op *op)
+/* The backend's state of an engine. */
+static cpu_engine *cpu_of(MemraEngine *engine)
 {
-    cpu_graph *g = ((cpu_engine *)e->impl)->recording;
+    return memra__device_of(engine)->impl;
+}
+
+/* Runs `op` now, or appends it to the graph being recorded. */
+static MemraStatus submit(MemraEngine *engine, const cpu_op *op)
+{
+    cpu_graph *g = cpu_of(engine)->recording;
     if (g == NULL) {
         run_op(op);
         free(op->scratch);
@@ -92,15 +97,16 @@ static MemraStatus submit(MemraEngine *e, const cpu_op *op)
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_engine_init(MemraEngine *e, const MemraEngineOptions *o)
+static MemraStatus cpu_engine_init(MemraEngine *engine, const MemraEngineOptions *o)
 {
+    memra__device *d = memra__device_of(engine);
     MEMRA__FAIL_IF(o->stream != NULL, MEMRA_STATUS_INVALID_ARGUMENT, "cpu backend",
                    "parameter 'options->stream': the CPU backend has no stream; expected NULL");
-    e->impl = calloc(1, sizeof(cpu_engine));
-    MEMRA__FAIL_IF(e->impl == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+    d->impl = calloc(1, sizeof(cpu_engine));
+    MEMRA__FAIL_IF(d->impl == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
                    "cannot allocate the engine state");
-    e->stream = NULL;
-    e->owns_stream = false;
+    d->stream = NULL;
+    d->owns_stream = false;
     return MEMRA_STATUS_OK;
 }
 
@@ -114,16 +120,17 @@ static void free_graph(cpu_graph *g)
     free(g);
 }
 
-static void cpu_engine_fini(MemraEngine *e)
+static void cpu_engine_fini(MemraEngine *engine)
 {
-    cpu_engine *c = e->impl;
+    memra__device *d = memra__device_of(engine);
+    cpu_engine *c = d->impl;
     if (c != NULL)
         free_graph(c->recording);
     free(c);
-    e->impl = NULL;
+    d->impl = NULL;
 }
 
-static MemraStatus cpu_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, void **out)
+static MemraStatus cpu_mem_alloc(MemraEngine *engine, size_t bytes, bool zeroed, void **out)
 {
     /* aligned_alloc wants a multiple of the alignment. */
     size_t rounded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
@@ -139,76 +146,76 @@ static MemraStatus cpu_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, void
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_mem_free(MemraEngine *e, void *ptr)
+static MemraStatus cpu_mem_free(MemraEngine *engine, void *ptr)
 {
     free(ptr);
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_copy(MemraEngine *e, void *dst, const void *src, size_t bytes)
+static MemraStatus cpu_copy(MemraEngine *engine, void *dst, const void *src, size_t bytes)
 {
     memcpy(dst, src, bytes);
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_synchronize(MemraEngine *e)
+static MemraStatus cpu_synchronize(MemraEngine *engine)
 {
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_take_findings(MemraEngine *e)
+static MemraStatus cpu_take_findings(MemraEngine *engine)
 {
-    return memra__dev_error_take("cpu backend", &((cpu_engine *)e->impl)->err);
+    return memra__dev_error_take("cpu backend", &cpu_of(engine)->err);
 }
 
-static MemraStatus cpu_conv(MemraEngine *e, const memra__conv_args *args)
+static MemraStatus cpu_conv(MemraEngine *engine, const memra__conv_args *args)
 {
     cpu_op op = {.kind = CPU_OP_CONV, .u.conv = *args};
-    return submit(e, &op);
+    return submit(engine, &op);
 }
 
-static MemraStatus cpu_prep(MemraEngine *e, const memra__prep_args *args)
+static MemraStatus cpu_prep(MemraEngine *engine, const memra__prep_args *args)
 {
     cpu_op op = {.kind = CPU_OP_PREP, .u.prep = *args};
-    return submit(e, &op);
+    return submit(engine, &op);
 }
 
-static MemraStatus cpu_scan(MemraEngine *e, const memra__scan_args *args)
+static MemraStatus cpu_scan(MemraEngine *engine, const memra__scan_args *args)
 {
     cpu_op op = {.kind = CPU_OP_SCAN, .u.scan = *args};
-    return submit(e, &op);
+    return submit(engine, &op);
 }
 
-static MemraStatus cpu_verify(MemraEngine *e, const memra__verify_args *args)
+static MemraStatus cpu_verify(MemraEngine *engine, const memra__verify_args *args)
 {
     cpu_op op = {.kind = CPU_OP_VERIFY, .u.verify = *args};
     const size_t words = memra__cpu_verify_scratch_words(args);
-    op.u.verify.err = &((cpu_engine *)e->impl)->err;
+    op.u.verify.err = &cpu_of(engine)->err;
     op.scratch = malloc(words * sizeof(float));
     MEMRA__FAIL_IF(op.scratch == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
                    "cannot allocate %zu floats of verify scratch", words);
-    return submit(e, &op);
+    return submit(engine, &op);
 }
 
-static MemraStatus cpu_rollback(MemraEngine *e, const memra__rollback_args *args)
+static MemraStatus cpu_rollback(MemraEngine *engine, const memra__rollback_args *args)
 {
     cpu_op op = {.kind = CPU_OP_ROLLBACK, .u.rollback = *args};
-    op.u.rollback.err = &((cpu_engine *)e->impl)->err;
-    return submit(e, &op);
+    op.u.rollback.err = &cpu_of(engine)->err;
+    return submit(engine, &op);
 }
 
-static MemraStatus cpu_capture_begin(MemraEngine *e)
+static MemraStatus cpu_capture_begin(MemraEngine *engine)
 {
-    cpu_engine *c = e->impl;
+    cpu_engine *c = cpu_of(engine);
     c->recording = calloc(1, sizeof(cpu_graph));
     MEMRA__FAIL_IF(c->recording == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
                    "cannot allocate the graph being recorded");
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_capture_end(MemraEngine *e, bool keep, void **out_exec)
+static MemraStatus cpu_capture_end(MemraEngine *engine, bool keep, void **out_exec)
 {
-    cpu_engine *c = e->impl;
+    cpu_engine *c = cpu_of(engine);
     if (keep)
         *out_exec = c->recording;
     else
@@ -217,7 +224,7 @@ static MemraStatus cpu_capture_end(MemraEngine *e, bool keep, void **out_exec)
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cpu_graph_launch(MemraEngine *e, void *exec)
+static MemraStatus cpu_graph_launch(MemraEngine *engine, void *exec)
 {
     const cpu_graph *g = exec;
     for (size_t i = 0; i < g->n; i++)
@@ -225,7 +232,7 @@ static MemraStatus cpu_graph_launch(MemraEngine *e, void *exec)
     return MEMRA_STATUS_OK;
 }
 
-static void cpu_graph_free(MemraEngine *e, void *exec)
+static void cpu_graph_free(MemraEngine *engine, void *exec)
 {
     free_graph(exec);
 }

@@ -7,8 +7,9 @@
  * Errors: a CUDA call that fails is reported with the CUDA error's name and description. An
  * allocation failure is OUT_OF_MEMORY; everything else is DEVICE_ERROR. Errors that poison the
  * CUDA context (a kernel fault such as an illegal address, reported by the launch, by a
- * synchronisation or by any later call) are also recorded on the engine as its sticky fault, so
- * every later call reports it and teardown skips the work that can no longer succeed.
+ * synchronisation or by any later call) are also reported as the device's sticky fault
+ * (backend.h), so every later call reports it and teardown skips the work that can no longer
+ * succeed.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,7 +18,6 @@
 
 #include "backend.h"
 #include "dev_error.h"
-#include "engine.h"
 #include "status.h"
 
 /* The `fn` of this backend's messages; the runtime prefixes the exported function's name. */
@@ -100,18 +100,29 @@ static bool is_capture_error(cudaError_t err)
     }
 }
 
+/* Reports a fault that poisoned the context: the first one becomes the device's sticky fault
+ * (backend.h), which the engine layer returns from every later call. */
+static MemraStatus sticky_fault(memra__device *d, const char *msg)
+{
+    if (d->fault == MEMRA_STATUS_OK) {
+        d->fault = MEMRA_STATUS_DEVICE_ERROR;
+        snprintf(d->fault_msg, sizeof d->fault_msg, "%s", msg);
+    }
+    return memra__fail(MEMRA_STATUS_DEVICE_ERROR, CUDA_FN, "%s", msg);
+}
+
 /*
  * Reports the failure of the CUDA call `call`. `after_work` marks calls whose error can come from
  * earlier asynchronous work on the device (synchronisations): such an error means a kernel or
- * copy faulted, and the engine is marked faulted whatever the code.
+ * copy faulted, and the device is marked faulted whatever the code.
  */
-static MemraStatus report(MemraEngine *e, cudaError_t err, bool after_work, const char *call)
+static MemraStatus report(memra__device *d, cudaError_t err, bool after_work, const char *call)
 {
     char msg[MEMRA__MESSAGE_MAX];
     snprintf(msg, sizeof msg, "%s failed: %s (%s)", call, cudaGetErrorName(err),
              cudaGetErrorString(err));
     if (is_sticky(err) || (after_work && !is_capture_error(err)))
-        return memra__engine_fault(e, MEMRA_STATUS_DEVICE_ERROR, CUDA_FN, msg);
+        return sticky_fault(d, msg);
     /* A non-sticky error is also kept as the runtime's "last error"; clear it so that it cannot
      * resurface in an unrelated later query. */
     (void)cudaGetLastError();
@@ -124,11 +135,11 @@ static MemraStatus report(MemraEngine *e, cudaError_t err, bool after_work, cons
 
 /* Makes the engine's device current on the calling thread: an engine may be driven from a
  * different thread at every call, and the runtime's current device is per thread. */
-static MemraStatus enter(MemraEngine *e)
+static MemraStatus enter(memra__device *d)
 {
-    const cuda_engine *c = e->impl;
+    const cuda_engine *c = d->impl;
     cudaError_t err = cudaSetDevice(c->device);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, false, "cudaSetDevice");
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(d, err, false, "cudaSetDevice");
 }
 
 /* Engine creation cannot have a fault to record yet: a failure there means the device is not
@@ -195,8 +206,9 @@ static void workspace_fini(cuda_engine *c)
     c->err_host = NULL;
 }
 
-static MemraStatus cuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
+static MemraStatus cuda_engine_init(MemraEngine *engine, const MemraEngineOptions *o)
 {
+    memra__device *d = memra__device_of(engine);
     int count = 0;
     cudaStream_t stream = (cudaStream_t)o->stream;
     cudaStream_t side = NULL;
@@ -241,8 +253,8 @@ static MemraStatus cuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
         free(c);
         return init_failure(err, "cudaStreamCreateWithFlags");
     }
-    e->owns_stream = stream == NULL;
-    if (e->owns_stream) {
+    d->owns_stream = stream == NULL;
+    if (d->owns_stream) {
         /* Non-blocking: the engine's work never serialises with the legacy default stream. */
         err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
         if (err != cudaSuccess) {
@@ -256,49 +268,51 @@ static MemraStatus cuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
     err = workspace_init(c);
     if (err != cudaSuccess) {
         workspace_fini(c);
-        if (e->owns_stream)
+        if (d->owns_stream)
             (void)cudaStreamDestroy(stream);
         (void)cudaStreamDestroy(side);
         free(c);
         return init_failure(err, "allocating the verify workspace");
     }
-    e->impl = c;
-    e->stream = stream;
+    d->impl = c;
+    d->stream = stream;
     return MEMRA_STATUS_OK;
 }
 
-static void cuda_engine_fini(MemraEngine *e)
+static void cuda_engine_fini(MemraEngine *engine)
 {
-    cuda_engine *c = e->impl;
+    memra__device *d = memra__device_of(engine);
+    cuda_engine *c = d->impl;
     if (c == NULL)
         return;
     /* Teardown never fails. After a fault the calls below return the fault again; their
      * results are ignored, and the host's handles are released regardless. */
     (void)cudaSetDevice(c->device);
-    if (e->fault == MEMRA_STATUS_OK)
-        (void)cudaStreamSynchronize(e->stream);
+    if (d->fault == MEMRA_STATUS_OK)
+        (void)cudaStreamSynchronize(d->stream);
     workspace_fini(c);
     (void)cudaStreamDestroy(c->side);
-    if (e->owns_stream)
-        (void)cudaStreamDestroy((cudaStream_t)e->stream);
+    if (d->owns_stream)
+        (void)cudaStreamDestroy((cudaStream_t)d->stream);
     (void)cudaGetLastError();
     free(c);
-    e->impl = NULL;
-    e->stream = NULL;
-    e->owns_stream = false;
+    d->impl = NULL;
+    d->stream = NULL;
+    d->owns_stream = false;
 }
 
-static MemraStatus cuda_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, void **out)
+static MemraStatus cuda_mem_alloc(MemraEngine *engine, size_t bytes, bool zeroed, void **out)
 {
-    const cuda_engine *c = e->impl;
+    memra__device *d = memra__device_of(engine);
+    const cuda_engine *c = d->impl;
     void *p = NULL;
     cudaError_t err;
 
-    MEMRA__TRY(enter(e));
+    MEMRA__TRY(enter(d));
     /* cudaMalloc is allowed while the stream is captured in relaxed mode; it is not recorded. */
     err = cudaMalloc(&p, bytes);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaMalloc");
+        return report(d, err, false, "cudaMalloc");
     if (zeroed) {
         /* On the private side stream, waited for here: the zeros are in place before any work
          * enqueued afterwards can run, and nothing enters a graph being captured. */
@@ -306,7 +320,7 @@ static MemraStatus cuda_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, voi
         if (err == cudaSuccess)
             err = cudaStreamSynchronize(c->side);
         if (err != cudaSuccess) {
-            MemraStatus st = report(e, err, true, "zeroing a new buffer (cudaMemsetAsync)");
+            MemraStatus st = report(d, err, true, "zeroing a new buffer (cudaMemsetAsync)");
             (void)cudaFree(p);
             return st;
         }
@@ -315,124 +329,132 @@ static MemraStatus cuda_mem_alloc(MemraEngine *e, size_t bytes, bool zeroed, voi
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cuda_mem_free(MemraEngine *e, void *ptr)
+static MemraStatus cuda_mem_free(MemraEngine *engine, void *ptr)
 {
+    memra__device *d = memra__device_of(engine);
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     cudaError_t err;
 
-    if (e->fault != MEMRA_STATUS_OK) {
+    if (d->fault != MEMRA_STATUS_OK) {
         /* The context is poisoned: free what can be freed and report nothing new. */
         (void)cudaFree(ptr);
         (void)cudaGetLastError();
         return MEMRA_STATUS_OK;
     }
-    MEMRA__TRY(enter(e));
+    MEMRA__TRY(enter(d));
     /* Work already enqueued may still use the buffer: wait for it first, unless the host is
      * capturing its own stream (a capturing stream cannot be waited for; its recorded work
      * has not run, and cudaFree itself waits for the device's running work). */
-    err = cudaStreamIsCapturing((cudaStream_t)e->stream, &capturing);
+    err = cudaStreamIsCapturing((cudaStream_t)d->stream, &capturing);
     if (err == cudaSuccess && capturing == cudaStreamCaptureStatusNone)
-        err = cudaStreamSynchronize((cudaStream_t)e->stream);
+        err = cudaStreamSynchronize((cudaStream_t)d->stream);
     if (err != cudaSuccess)
-        return report(e, err, true, "cudaStreamSynchronize before cudaFree");
+        return report(d, err, true, "cudaStreamSynchronize before cudaFree");
     err = cudaFree(ptr);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, false, "cudaFree");
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(d, err, false, "cudaFree");
 }
 
-static MemraStatus cuda_copy_htod(MemraEngine *e, void *dst, const void *src, size_t bytes)
+static MemraStatus cuda_copy_htod(MemraEngine *engine, void *dst, const void *src, size_t bytes)
 {
+    memra__device *d = memra__device_of(engine);
     struct cudaPointerAttributes attr;
     bool pageable;
     cudaError_t err;
 
-    MEMRA__TRY(enter(e));
+    MEMRA__TRY(enter(d));
     /* From pageable memory the runtime stages the data before cudaMemcpyAsync returns, so
      * `src` may be reused at once. From pinned (or managed) memory the copy is a DMA that runs
      * later in stream order, so it is waited for before returning. */
     err = cudaPointerGetAttributes(&attr, src);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaPointerGetAttributes");
+        return report(d, err, false, "cudaPointerGetAttributes");
     pageable = attr.type == cudaMemoryTypeUnregistered;
-    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)e->stream);
+    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, (cudaStream_t)d->stream);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaMemcpyAsync (host to device)");
+        return report(d, err, false, "cudaMemcpyAsync (host to device)");
     if (!pageable) {
-        err = cudaStreamSynchronize((cudaStream_t)e->stream);
+        err = cudaStreamSynchronize((cudaStream_t)d->stream);
         if (err != cudaSuccess)
-            return report(e, err, true, "cudaStreamSynchronize after a pinned copy");
+            return report(d, err, true, "cudaStreamSynchronize after a pinned copy");
     }
     return MEMRA_STATUS_OK;
 }
 
 /* After a synchronisation: reports a finding of the 1.1 kernels and re-arms the record. The
  * claim word is cleared in stream order, before any work enqueued later. */
-static MemraStatus cuda_take_findings(MemraEngine *e)
+static MemraStatus cuda_take_findings(MemraEngine *engine)
 {
-    cuda_engine *c = e->impl;
+    memra__device *d = memra__device_of(engine);
+    cuda_engine *c = d->impl;
     MemraStatus st;
     cudaError_t err;
     if (((volatile memra__dev_error *)c->err_host)->set == 0)
         return MEMRA_STATUS_OK;
     st = memra__dev_error_take(CUDA_FN, c->err_host);
-    err = cudaMemsetAsync(c->err_claim, 0, sizeof(uint32_t), (cudaStream_t)e->stream);
+    err = cudaMemsetAsync(c->err_claim, 0, sizeof(uint32_t), (cudaStream_t)d->stream);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaMemsetAsync (re-arming the error record)");
+        return report(d, err, false, "cudaMemsetAsync (re-arming the error record)");
     return st;
 }
 
-static MemraStatus cuda_copy_dtoh(MemraEngine *e, void *dst, const void *src, size_t bytes)
+static MemraStatus cuda_copy_dtoh(MemraEngine *engine, void *dst, const void *src, size_t bytes)
 {
+    memra__device *d = memra__device_of(engine);
     cudaError_t err;
 
-    MEMRA__TRY(enter(e));
+    MEMRA__TRY(enter(d));
     /* Enqueued after the engine's work, then waited for: the host sees the results of every
      * operation enqueued before, and a fault of any of them is reported here. */
-    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)e->stream);
+    err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, (cudaStream_t)d->stream);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaMemcpyAsync (device to host)");
-    err = cudaStreamSynchronize((cudaStream_t)e->stream);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
+        return report(d, err, false, "cudaMemcpyAsync (device to host)");
+    err = cudaStreamSynchronize((cudaStream_t)d->stream);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(d, err, true, "cudaStreamSynchronize");
 }
 
-static MemraStatus cuda_synchronize(MemraEngine *e)
+static MemraStatus cuda_synchronize(MemraEngine *engine)
 {
+    memra__device *d = memra__device_of(engine);
     cudaError_t err;
 
-    MEMRA__TRY(enter(e));
-    err = cudaStreamSynchronize((cudaStream_t)e->stream);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, true, "cudaStreamSynchronize");
+    MEMRA__TRY(enter(d));
+    err = cudaStreamSynchronize((cudaStream_t)d->stream);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(d, err, true, "cudaStreamSynchronize");
 }
 
 /* The kernels' entry points return the launch's cudaError_t as an int. */
-static MemraStatus launched(MemraEngine *e, int err, const char *kernel)
+static MemraStatus launched(memra__device *d, int err, const char *kernel)
 {
-    return err == (int)cudaSuccess ? MEMRA_STATUS_OK : report(e, (cudaError_t)err, false, kernel);
+    return err == (int)cudaSuccess ? MEMRA_STATUS_OK : report(d, (cudaError_t)err, false, kernel);
 }
 
-static MemraStatus cuda_conv(MemraEngine *e, const memra__conv_args *args)
+static MemraStatus cuda_conv(MemraEngine *engine, const memra__conv_args *args)
 {
-    MEMRA__TRY(enter(e));
-    return launched(e, memra__cuda_ssm_conv1d(args, e->stream), "launching the conv kernel");
+    memra__device *d = memra__device_of(engine);
+    MEMRA__TRY(enter(d));
+    return launched(d, memra__cuda_ssm_conv1d(args, d->stream), "launching the conv kernel");
 }
 
-static MemraStatus cuda_prep(MemraEngine *e, const memra__prep_args *args)
+static MemraStatus cuda_prep(MemraEngine *engine, const memra__prep_args *args)
 {
-    MEMRA__TRY(enter(e));
-    return launched(e, memra__cuda_gdn_prep(args, e->stream), "launching the prep kernel");
+    memra__device *d = memra__device_of(engine);
+    MEMRA__TRY(enter(d));
+    return launched(d, memra__cuda_gdn_prep(args, d->stream), "launching the prep kernel");
 }
 
-static MemraStatus cuda_scan(MemraEngine *e, const memra__scan_args *args)
+static MemraStatus cuda_scan(MemraEngine *engine, const memra__scan_args *args)
 {
-    MEMRA__TRY(enter(e));
-    return launched(e, memra__cuda_gdn_scan(args, e->stream), "launching the scan kernel");
+    memra__device *d = memra__device_of(engine);
+    MEMRA__TRY(enter(d));
+    return launched(d, memra__cuda_gdn_scan(args, d->stream), "launching the scan kernel");
 }
 
 /* Makes the counters hold at least `need` words. Growing allocates, so it is refused while the
  * host captures the engine's stream itself; memra_graph_capture's warm-up calls grow it before
  * its capture starts. */
-static MemraStatus ensure_counters(MemraEngine *e, size_t need)
+static MemraStatus ensure_counters(memra__device *d, size_t need)
 {
-    cuda_engine *c = e->impl;
+    cuda_engine *c = d->impl;
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     uint32_t *grown = NULL;
     void **list;
@@ -440,9 +462,9 @@ static MemraStatus ensure_counters(MemraEngine *e, size_t need)
     cudaError_t err;
     if (need <= c->n_counters)
         return MEMRA_STATUS_OK;
-    err = cudaStreamIsCapturing((cudaStream_t)e->stream, &capturing);
+    err = cudaStreamIsCapturing((cudaStream_t)d->stream, &capturing);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaStreamIsCapturing");
+        return report(d, err, false, "cudaStreamIsCapturing");
     MEMRA__FAIL_IF(capturing != cudaStreamCaptureStatusNone, MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
                    "b_n * num_k = %zu needs a larger verify workspace than this engine has "
                    "(%zu); run one such call outside the capture first",
@@ -457,46 +479,49 @@ static MemraStatus ensure_counters(MemraEngine *e, size_t need)
      * side stream, which does not wait for it, and the old one stays allocated. */
     err = zeroed_words(c, words, &grown);
     if (err != cudaSuccess)
-        return report(e, err, true, "allocating the verify workspace");
+        return report(d, err, true, "allocating the verify workspace");
     c->retired[c->n_retired++] = c->counters;
     c->counters = grown;
     c->n_counters = words;
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cuda_verify(MemraEngine *e, const memra__verify_args *args)
+static MemraStatus cuda_verify(MemraEngine *engine, const memra__verify_args *args)
 {
-    cuda_engine *c = e->impl;
+    memra__device *d = memra__device_of(engine);
+    cuda_engine *c = d->impl;
     memra__verify_args a = *args;
-    MEMRA__TRY(enter(e));
-    MEMRA__TRY(ensure_counters(e, args->b_n * args->num_k));
+    MEMRA__TRY(enter(d));
+    MEMRA__TRY(ensure_counters(d, args->b_n * args->num_k));
     a.counters = c->counters;
     a.err = c->err_dev;
     a.err_claim = c->err_claim;
-    return launched(e, memra__cuda_gdn_verify(&a, e->stream), "launching the verify kernel");
+    return launched(d, memra__cuda_gdn_verify(&a, d->stream), "launching the verify kernel");
 }
 
-static MemraStatus cuda_rollback(MemraEngine *e, const memra__rollback_args *args)
+static MemraStatus cuda_rollback(MemraEngine *engine, const memra__rollback_args *args)
 {
-    cuda_engine *c = e->impl;
+    memra__device *d = memra__device_of(engine);
+    cuda_engine *c = d->impl;
     memra__rollback_args a = *args;
-    MEMRA__TRY(enter(e));
+    MEMRA__TRY(enter(d));
     a.err = c->err_dev;
     a.err_claim = c->err_claim;
-    return launched(e, memra__cuda_gdn_rollback(&a, e->stream), "launching the rollback kernel");
+    return launched(d, memra__cuda_gdn_rollback(&a, d->stream), "launching the rollback kernel");
 }
 
-static MemraStatus cuda_capture_begin(MemraEngine *e)
+static MemraStatus cuda_capture_begin(MemraEngine *engine)
 {
+    memra__device *d = memra__device_of(engine);
     cudaError_t err;
 
-    MEMRA__TRY(enter(e));
+    MEMRA__TRY(enter(d));
     /* Relaxed: the step may allocate (cudaMalloc) while its operations are being captured. */
-    err = cudaStreamBeginCapture((cudaStream_t)e->stream, cudaStreamCaptureModeRelaxed);
+    err = cudaStreamBeginCapture((cudaStream_t)d->stream, cudaStreamCaptureModeRelaxed);
     if (err == cudaSuccess)
         return MEMRA_STATUS_OK;
     if (is_sticky(err))
-        return report(e, err, false, "cudaStreamBeginCapture");
+        return report(d, err, false, "cudaStreamBeginCapture");
     (void)cudaGetLastError();
     /* Typically the host is already capturing the stream it gave the engine. */
     return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
@@ -504,20 +529,21 @@ static MemraStatus cuda_capture_begin(MemraEngine *e)
                        cudaGetErrorString(err));
 }
 
-static MemraStatus cuda_capture_end(MemraEngine *e, bool keep, void **out_exec)
+static MemraStatus cuda_capture_end(MemraEngine *engine, bool keep, void **out_exec)
 {
+    memra__device *d = memra__device_of(engine);
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     cudaError_t err;
 
     /* Ending the capture comes first in every case, so the stream is usable again. */
-    (void)cudaSetDevice(((const cuda_engine *)e->impl)->device);
-    err = cudaStreamEndCapture((cudaStream_t)e->stream, &graph);
+    (void)cudaSetDevice(((const cuda_engine *)d->impl)->device);
+    err = cudaStreamEndCapture((cudaStream_t)d->stream, &graph);
     if (!keep) {
         if (graph != NULL)
             (void)cudaGraphDestroy(graph);
         if (err != cudaSuccess && is_sticky(err))
-            (void)report(e, err, false, "cudaStreamEndCapture");
+            (void)report(d, err, false, "cudaStreamEndCapture");
         (void)cudaGetLastError();
         return MEMRA_STATUS_OK;
     }
@@ -525,7 +551,7 @@ static MemraStatus cuda_capture_end(MemraEngine *e, bool keep, void **out_exec)
         if (graph != NULL)
             (void)cudaGraphDestroy(graph);
         if (is_sticky(err))
-            return report(e, err, false, "cudaStreamEndCapture");
+            return report(d, err, false, "cudaStreamEndCapture");
         (void)cudaGetLastError();
         return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
                            "cudaStreamEndCapture failed: %s (%s)", cudaGetErrorName(err),
@@ -534,11 +560,11 @@ static MemraStatus cuda_capture_end(MemraEngine *e, bool keep, void **out_exec)
     err = cudaGraphInstantiate(&exec, graph, 0);
     (void)cudaGraphDestroy(graph);
     if (err != cudaSuccess)
-        return report(e, err, false, "cudaGraphInstantiate");
+        return report(d, err, false, "cudaGraphInstantiate");
     /* Uploading now keeps the one-time set-up cost out of the first replay. */
-    err = cudaGraphUpload(exec, (cudaStream_t)e->stream);
+    err = cudaGraphUpload(exec, (cudaStream_t)d->stream);
     if (err != cudaSuccess) {
-        MemraStatus st = report(e, err, false, "cudaGraphUpload");
+        MemraStatus st = report(d, err, false, "cudaGraphUpload");
         (void)cudaGraphExecDestroy(exec);
         return st;
     }
@@ -546,18 +572,20 @@ static MemraStatus cuda_capture_end(MemraEngine *e, bool keep, void **out_exec)
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cuda_graph_launch(MemraEngine *e, void *exec)
+static MemraStatus cuda_graph_launch(MemraEngine *engine, void *exec)
 {
+    memra__device *d = memra__device_of(engine);
     cudaError_t err;
 
-    MEMRA__TRY(enter(e));
-    err = cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)e->stream);
-    return err == cudaSuccess ? MEMRA_STATUS_OK : report(e, err, false, "cudaGraphLaunch");
+    MEMRA__TRY(enter(d));
+    err = cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)d->stream);
+    return err == cudaSuccess ? MEMRA_STATUS_OK : report(d, err, false, "cudaGraphLaunch");
 }
 
-static void cuda_graph_free(MemraEngine *e, void *exec)
+static void cuda_graph_free(MemraEngine *engine, void *exec)
 {
-    (void)cudaSetDevice(((const cuda_engine *)e->impl)->device);
+    memra__device *d = memra__device_of(engine);
+    (void)cudaSetDevice(((const cuda_engine *)d->impl)->device);
     (void)cudaGraphExecDestroy((cudaGraphExec_t)exec);
     (void)cudaGetLastError();
 }
@@ -586,7 +614,7 @@ const memra__backend memra__backend_cuda = {
 
 #else /* !MEMRA_WITH_CUDA */
 
-static MemraStatus nocuda_engine_init(MemraEngine *e, const MemraEngineOptions *o)
+static MemraStatus nocuda_engine_init(MemraEngine *engine, const MemraEngineOptions *o)
 {
     return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN, "libmemra was built without CUDA");
 }

@@ -1,10 +1,10 @@
 /*
  * Engine lifetime: option handling, backend selection (with the MEMRA_BACKEND override), the
- * sticky device fault, and teardown.
+ * check of the sticky device fault that the backend reports, and teardown.
  */
 #include "engine.h"
 
-#include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +13,9 @@
 /* The size of MemraEngineOptions in ABI 1.0. A later minor version that appends fields keeps
  * accepting callers compiled against this size. */
 #define MEMRA__OPTIONS_SIZE_1_0 ((size_t)32)
+/* The 1.0 fields end with `flags`; a later version only appends after it. */
+_Static_assert(offsetof(MemraEngineOptions, flags) + sizeof(uint64_t) == MEMRA__OPTIONS_SIZE_1_0,
+               "MemraEngineOptions of ABI 1.0");
 #define MEMRA__KNOWN_FLAGS ((uint64_t)MEMRA_ENGINE_FLAG_IGNORE_ENV)
 
 void memra__options_default(MemraEngineOptions *o)
@@ -140,7 +143,7 @@ MemraStatus memra__engine_destroy(const char *fn, MemraEngine *e)
     memra__engine_retire(e);
     /* Teardown never fails: the engine may carry a sticky fault, and the host must be able to
      * release it regardless. */
-    if (e->fault == MEMRA_STATUS_OK)
+    if (e->dev.fault == MEMRA_STATUS_OK)
         (void)e->backend->synchronize(e);
     memra__mem_release_owned(e, NULL, true);
     e->backend->engine_fini(e);
@@ -149,22 +152,13 @@ MemraStatus memra__engine_destroy(const char *fn, MemraEngine *e)
     return MEMRA_STATUS_OK;
 }
 
-MemraStatus memra__engine_fault(MemraEngine *e, MemraStatus status, const char *fn, const char *msg)
-{
-    if (e->fault == MEMRA_STATUS_OK) {
-        e->fault = status;
-        snprintf(e->fault_msg, sizeof e->fault_msg, "%s", msg);
-    }
-    return memra__fail(status, fn, "%s", msg);
-}
-
 MemraStatus memra__engine_check_fault(const MemraEngine *e, const char *fn)
 {
-    if (e->fault == MEMRA_STATUS_OK)
+    if (e->dev.fault == MEMRA_STATUS_OK)
         return MEMRA_STATUS_OK;
-    return memra__fail(e->fault, fn,
+    return memra__fail(e->dev.fault, fn,
                        "the engine carries a device fault from earlier work (%s); destroy it",
-                       e->fault_msg);
+                       e->dev.fault_msg);
 }
 
 MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *what)
@@ -173,11 +167,4 @@ MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *wh
      * step, on the capturing engine. */
     return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, fn, "not allowed inside memra_graph_capture: %s",
                        what);
-}
-
-MemraStatus memra__from_backend(const char *fn, MemraStatus st)
-{
-    if (st == MEMRA_STATUS_OK)
-        return st;
-    return memra__fail(st, fn, "%s", memra_last_error_message());
 }

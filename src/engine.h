@@ -1,7 +1,30 @@
 /*
  * Engine, graph and allocation bookkeeping shared by the exported entry points and the
- * backends. Layering: api_*.c -> validate.c -> engine.c / graph.c / memory.c -> backend_*.c ->
- * kernels/. Nothing below calls upwards.
+ * backends.
+ *
+ * The host runtime is built in one-way layers. Layers, bottom first:
+ *   status: status.h status.c
+ *   device: backend.h dev_error.h dev_error.c
+ *   backends: backend_cpu.c backend_cuda.c
+ *   engine: engine.h handles.c memory.c engine.c graph.c
+ *   validate: validate.h validate.c
+ *   api: api_engine.c api_graph.c api_memory.c api_ops.c api_verify.c
+ *
+ * A file includes headers and calls functions only of the files listed before it, in its own
+ * layer or below; tools/check-layers.sh reads this list and fails `make test` on any include or
+ * call that goes up it, so every cycle is refused. What each layer is for:
+ *   - status: the per-thread message and the failure macros, under everything;
+ *   - device: the backend interface (the table and the memra__device part of an engine that a
+ *     backend sees) and the device-findings record the backends share;
+ *   - backends: the CPU and the CUDA implementation of that interface, over kernels/;
+ *   - engine: handles and calls, the allocation registry, engine lifetime and graphs, which run
+ *     the backends through the interface (this header);
+ *   - validate: argument checks shared by both backends;
+ *   - api: the exported entry points, each of which validates, then dispatches.
+ * Two lower layers are called back without naming the layer above: the backends through the
+ * table of backend.h, and the status layer through the failure hook that graph.c installs
+ * (memra__set_failure_hook), which is how a failure inside a graph step reaches its capture.
+ * The kernels (kernels/kernels.h) and the public header lie below all of them.
  */
 #ifndef MEMRA_ENGINE_H
 #define MEMRA_ENGINE_H
@@ -13,8 +36,6 @@
 #include "backend.h"
 #include "memra.h"
 #include "status.h"
-
-#define MEMRA__MESSAGE_MAX 512
 
 /* One live buffer made by memra_alloc_* / memra_htod_*. */
 typedef struct memra__alloc {
@@ -43,19 +64,14 @@ typedef struct memra__capture {
 struct memra__slot;
 
 struct MemraEngine {
+    /* What the backend sees (stream, its state, the sticky fault); first, so that the backend
+     * reaches it from the engine's address alone (memra__device_of, backend.h). */
+    memra__device dev;
     /* The identifier the host holds, and its slot in the registry. */
     uintptr_t handle;
     struct memra__slot *slot;
     const memra__backend *backend;
     int32_t device_ordinal;
-    /* cudaStream_t on CUDA, NULL on the CPU. */
-    void *stream;
-    bool owns_stream;
-    /* Backend-private state. */
-    void *impl;
-    /* A device fault that poisoned the context: every later call returns it. */
-    MemraStatus fault;
-    char fault_msg[MEMRA__MESSAGE_MAX];
     memra__alloc *allocs;
     size_t n_allocs;
     size_t cap_allocs;
@@ -69,6 +85,9 @@ struct MemraGraph {
     MemraEngine *engine;
     void *exec;
 };
+
+_Static_assert(offsetof(struct MemraEngine, dev) == 0,
+               "memra__device_of() converts an engine's address to its device's");
 
 /* ---- Handles and calls (src/handles.c) ----
  *
@@ -134,16 +153,10 @@ uint32_t memra__engine_refusals(const MemraEngine *e);
 MemraStatus memra__resolve_graph(const char *fn, const MemraEngine *e, const MemraGraph *handle,
                                  MemraGraph **out);
 
-/* Called by memra__fail for every failure: inside a graph step, a call on the capturing engine
- * that fails marks the capture as failed. */
+/* The failure hook (memra__set_failure_hook, status.h) that memra__graph_capture installs:
+ * inside a graph step, a call on the capturing engine that fails marks the capture as failed
+ * with the thread's last message (first failure wins). */
 void memra__note_failure(MemraStatus status);
-/* Marks the capture as failed with the thread's last message (first failure wins; graph.c). */
-void memra__capture_note(memra__capture *c, MemraStatus status);
-
-/* Records a sticky device fault on the engine (first one wins) and returns `status` with the
- * message also set as the thread's last error. */
-MemraStatus memra__engine_fault(MemraEngine *e, MemraStatus status, const char *fn,
-                                const char *msg);
 
 /* Returns the engine's sticky fault (with its message re-recorded for this thread) or OK. */
 MemraStatus memra__engine_check_fault(const MemraEngine *e, const char *fn);
@@ -165,10 +178,6 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
                                  MemraGraph **out);
 MemraStatus memra__graph_launch(const char *fn, MemraEngine *e, const MemraGraph *g);
 MemraStatus memra__graph_destroy(const char *fn, MemraEngine *e, MemraGraph *g);
-
-/* Re-labels a backend failure with the exported function's name, so that the host's message
- * says which call failed first and what the backend saw second. OK passes through. */
-MemraStatus memra__from_backend(const char *fn, MemraStatus st);
 
 /* Allocation registry (memory.c). */
 MemraStatus memra__mem_alloc(MemraEngine *e, const char *fn, size_t bytes, bool zeroed, void **out);

@@ -14,16 +14,6 @@
  * while its operations are recorded. */
 #define MEMRA__WARMUPS 2
 
-void memra__capture_note(memra__capture *c, MemraStatus status)
-{
-    if (c->failure != MEMRA_STATUS_OK)
-        return;
-    c->failure = status;
-    snprintf(c->failure_msg, sizeof c->failure_msg,
-             "call %d of the step made a call that failed (%s)", c->call + 1,
-             memra_last_error_message());
-}
-
 static void note_step_failure(memra__capture *c, MemraStatus st)
 {
     if (c->failure != MEMRA_STATUS_OK)
@@ -61,6 +51,10 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
     g->engine = e;
     cap.graph = g;
     e->capture = &cap;
+    /* A failing call inside the step reaches the capture through memra__fail's hook: the
+     * status layer cannot call up into this one, so it learns here whom to tell, before any
+     * step has run. Installing the same hook again is harmless. */
+    memra__set_failure_hook(memra__note_failure);
 
     for (cap.call = 0; cap.call <= MEMRA__WARMUPS && cap.failure == MEMRA_STATUS_OK; cap.call++) {
         if (cap.call == MEMRA__WARMUPS) {
@@ -97,7 +91,7 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
         }
     }
     /* The warm-up calls may still be using the step's buffers on the device. */
-    if (e->fault == MEMRA_STATUS_OK)
+    if (e->dev.fault == MEMRA_STATUS_OK)
         (void)e->backend->synchronize(e);
     /* Captured, but no handle could be made for it: the graph goes like a failed capture's. */
     if (captured)
@@ -108,7 +102,7 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
         return st;
     /* A device fault is reported as such (it is sticky); everything else the step did wrong
      * is a capture error that leaves the engine usable. */
-    if (cap.failure == MEMRA_STATUS_DEVICE_ERROR && e->fault != MEMRA_STATUS_OK)
+    if (cap.failure == MEMRA_STATUS_DEVICE_ERROR && e->dev.fault != MEMRA_STATUS_OK)
         return memra__fail(MEMRA_STATUS_DEVICE_ERROR, fn, "%s", cap.failure_msg);
     return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, fn, "no graph was created: %s", cap.failure_msg);
 }
@@ -125,7 +119,7 @@ MemraStatus memra__graph_destroy(const char *fn, MemraEngine *e, MemraGraph *g)
     MEMRA__FAIL_IF(e->capture != NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'graph': cannot destroy a graph inside a memra_graph_capture step");
     /* Replays may still be running on the device and reading the retained buffers. */
-    if (e->fault == MEMRA_STATUS_OK)
+    if (e->dev.fault == MEMRA_STATUS_OK)
         (void)e->backend->synchronize(e);
     memra__mem_release_owned(e, g, false);
     e->backend->graph_free(e, g->exec);

@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,6 +220,17 @@ uint32_t memra__engine_refusals(const MemraEngine *e)
     return atomic_load_explicit(&e->slot->refused, memory_order_relaxed);
 }
 
+/* Marks the capture as failed with the thread's last message; the first failure wins. */
+static void capture_note(memra__capture *c, MemraStatus status)
+{
+    if (c->failure != MEMRA_STATUS_OK)
+        return;
+    c->failure = status;
+    snprintf(c->failure_msg, sizeof c->failure_msg,
+             "call %d of the step made a call that failed (%s)", c->call + 1,
+             memra_last_error_message());
+}
+
 /* Inside a graph step, a refused call on the capturing engine, or one whose engine handle is
  * not live (it may have been meant for the capturing engine), fails the capture: the graph
  * would otherwise silently lack the operation. The innermost call of the thread tells whether a
@@ -229,7 +241,7 @@ static void note_in_step(MemraStatus status, bool handle_refused)
     if (c == NULL || c->engine == NULL || c->engine->capture == NULL)
         return;
     if (handle_refused || c->nested)
-        memra__capture_note(c->engine->capture, status);
+        capture_note(c->engine->capture, status);
 }
 
 void memra__note_failure(MemraStatus status)

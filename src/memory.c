@@ -67,7 +67,7 @@ MemraStatus memra__mem_free(MemraEngine *e, const char *fn, void *ptr)
     st = e->backend->mem_free(e, ptr);
     /* After a device fault the driver may refuse to free; the buffer is gone with the context
      * anyway, and the host must be able to drop its handles. */
-    if (st != MEMRA_STATUS_OK && e->fault == MEMRA_STATUS_OK)
+    if (st != MEMRA_STATUS_OK && e->dev.fault == MEMRA_STATUS_OK)
         return memra__from_backend(fn, st);
     forget(e, a);
     return MEMRA_STATUS_OK;

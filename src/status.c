@@ -4,10 +4,9 @@
 #include "status.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "engine.h"
 
 #define MEMRA__STR2(x) #x
 #define MEMRA__STR(x) MEMRA__STR2(x)
@@ -15,6 +14,16 @@
 /* Each thread reports its own last failure, so concurrent engines on different threads never
  * see each other's messages. */
 static _Thread_local char memra__last_message[MEMRA__MESSAGE_MAX];
+
+/* Atomic because a thread may install it while another fails; relaxed is enough, since a
+ * failure only matters to the capture that the failing thread's own step belongs to, and that
+ * thread installed the hook itself before running the step. */
+static _Atomic(memra__failure_hook) failure_hook;
+
+void memra__set_failure_hook(memra__failure_hook hook)
+{
+    atomic_store_explicit(&failure_hook, hook, memory_order_relaxed);
+}
 
 MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...)
 {
@@ -38,8 +47,17 @@ MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...
     /* Every failure passes here, so this is where a failure inside a graph step reaches the
      * capture: whatever the step does with the status, the graph must not silently lack the
      * call. */
-    memra__note_failure(status);
+    memra__failure_hook hook = atomic_load_explicit(&failure_hook, memory_order_relaxed);
+    if (hook != NULL)
+        hook(status);
     return status;
+}
+
+MemraStatus memra__from_backend(const char *fn, MemraStatus st)
+{
+    if (st == MEMRA_STATUS_OK)
+        return st;
+    return memra__fail(st, fn, "%s", memra_last_error_message());
 }
 
 MEMRA__EXPORT uint32_t memra_abi_version(void)

@@ -1,6 +1,7 @@
 /*
  * Status plumbing shared by every layer of the host runtime: the per-thread error message and
- * the "return error if" / "forward if error" macros.
+ * the "return error if" / "forward if error" macros. It is the bottom layer (src/engine.h lists
+ * them all): it includes only the public header and calls nothing of the runtime above it.
  */
 #ifndef MEMRA_STATUS_H
 #define MEMRA_STATUS_H
@@ -10,6 +11,10 @@
 /* Marks a function defined in the runtime as part of the exported ABI. memra.h already puts
  * MEMRA_API on every declaration; repeating it on the definition keeps the intent visible. */
 #define MEMRA__EXPORT MEMRA_API
+
+/* The longest message a failure records (the per-thread message, a capture's failure and an
+ * engine's sticky fault are all cut at this size). */
+#define MEMRA__MESSAGE_MAX 512
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MEMRA__PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -21,6 +26,19 @@
  * `status`, so that a failure is one statement: `return memra__fail(...)`. */
 MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...)
     MEMRA__PRINTF(3, 4);
+
+/* Called by memra__fail with every failure's status, once its message is recorded. */
+typedef void (*memra__failure_hook)(MemraStatus status);
+
+/* Installs the one hook memra__fail calls (later calls replace it). The graph layer installs
+ * memra__note_failure (src/handles.c) before a capture's step first runs, so that a failure
+ * inside the step reaches the capture; this layer only holds the pointer, which keeps it free
+ * of any call into the layers above. */
+void memra__set_failure_hook(memra__failure_hook hook);
+
+/* Re-labels a backend failure with the exported function's name, so that the host's message
+ * says which call failed first and what the backend saw second. OK passes through. */
+MemraStatus memra__from_backend(const char *fn, MemraStatus st);
 
 /* Return `status` with a message when `cond` holds. */
 #define MEMRA__FAIL_IF(cond, status, fn, ...)                                                      \
@@ -35,15 +53,6 @@ MemraStatus memra__fail(MemraStatus status, const char *fn, const char *fmt, ...
         MemraStatus memra__st = (expr);                                                            \
         if (memra__st != MEMRA_STATUS_OK)                                                          \
             return memra__st;                                                                      \
-    } while (0)
-
-/* Inside a function with a `cleanup:` label and a `MemraStatus st`: record the status of `expr`
- * and jump to the cleanup when it failed. */
-#define MEMRA__TRY_GOTO(expr)                                                                      \
-    do {                                                                                           \
-        st = (expr);                                                                               \
-        if (st != MEMRA_STATUS_OK)                                                                 \
-            goto cleanup;                                                                          \
     } while (0)
 
 #endif /* MEMRA_STATUS_H */
