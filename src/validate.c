@@ -353,15 +353,9 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
         .b_n = b_n,
         .scale = scale,
     };
-    if (packed) {
-        /* The per-row chain reads canonical on even rows and alternate on odd rows, so after t
-         * rows the state sits in alternate when t is odd and back in canonical when t is
-         * even: the packed scan reads canonical once and writes where the chain would. */
-        out->in_table = in_tab.ptr + 1;
-        out->out_table = in_tab.ptr + (t % 2 == 1 ? 2 : 1);
-        out->in_stride = MEMRA_TABLE_WIDTH;
-        out->out_stride = MEMRA_TABLE_WIDTH;
-    } else {
+    /* Which entries of a packed table the scan reads and writes is what the operation means,
+     * not what valid arguments are: memra_gdn_scan_s128_tsnap (api_ops.c) chooses them. */
+    if (!packed) {
         out->in_table = in_tab.ptr;
         out->out_table = out_tab.ptr;
         out->in_stride = 1;

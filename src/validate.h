@@ -55,7 +55,7 @@ MemraStatus memra__validate_prep(const char *fn, MemraSliceF32 conv_out, MemraSl
 
 /* The per-row scan (packed == false: `in_tab` / `out_tab` are in_ptrs / out_ptrs with one entry
  * per sequence, t == 1, no snapshots) and the packed scan (`in_tab` is the [b_n, 3] table,
- * `out_tab` unused). */
+ * `out_tab` unused; the table entries in *out are left NULL for the entry point to choose). */
 MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, MemraSliceF32 k,
                                  MemraSliceF32 v, MemraSliceF32 g_log, MemraSliceF32 beta,
                                  MemraSliceU64 in_tab, MemraSliceU64 out_tab, MemraSliceMutF32 o,
