@@ -1,5 +1,6 @@
-# The repository stands on its own, and its version numbers agree. Both checks take well under a
-# second and need nothing but the source tree, so `make test` runs them first.
+# The repository stands on its own, its version numbers agree, and its host runtime is layered.
+# The checks take well under a second and need nothing but the source tree, so `make test` runs
+# them first.
 #
 #   make standalone-check   tools/check-standalone.sh: no absolute machine path, no reference to
 #                           a file outside the repository or to an outside specification, no
@@ -7,14 +8,20 @@
 #   make version-check      the [package] version of every crate in bindings/rust is the
 #                           header's MEMRA_VERSION_MAJOR.MINOR.PATCH, as are their entries in
 #                           the Cargo.lock files
+#   make layers-check       tools/check-layers.sh: the host runtime's files form the one-way
+#                           layers that src/engine.h lists (no include or call goes up the
+#                           list, so there is no cycle)
 
 VERSION_CRATES := $(wildcard bindings/rust/*/Cargo.toml)
 VERSION_LOCKS := $(wildcard bindings/rust/Cargo.lock bindings/rust/*/Cargo.lock)
 
-.PHONY: standalone-check version-check
+.PHONY: standalone-check version-check layers-check
 
 standalone-check:
 	@tools/check-standalone.sh
+
+layers-check:
+	@tools/check-layers.sh
 
 # A crate's version is the first `version = "..."` line of its Cargo.toml ([package] comes first
 # in each). In a lock file, each of our crates is a `name = "memra-..."` line followed by its
@@ -38,4 +45,4 @@ version-check:
 	  "$(words $(VERSION_LOCKS)) lock files at $(VERSION), the version of abi/memra.h"
 
 # First in the list: they are the cheapest checks and need no build.
-TEST_TARGETS := standalone-check version-check $(TEST_TARGETS)
+TEST_TARGETS := standalone-check version-check layers-check $(TEST_TARGETS)
