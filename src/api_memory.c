@@ -22,6 +22,16 @@ static MemraStatus alloc_elems(const char *fn, MemraEngine *e, size_t len, size_
     return memra__mem_alloc(e, fn, bytes, init == MEMRA_ALLOC_INIT_ZEROED, out);
 }
 
+/* The body of memra_alloc_f32 / _u64 / _u32 after MEMRA__ENTER: the engine, the out-parameter
+ * `out` (filled by the caller from *ptr), then the allocation. */
+static MemraStatus alloc_entry(const char *fn, MemraEngine *e, size_t len, size_t elem,
+                               MemraAllocInit init, const void *out, void **ptr)
+{
+    MEMRA__TRY(memra__check_engine(fn, e));
+    MEMRA__TRY(memra__check_out(fn, "out", out));
+    return alloc_elems(fn, e, len, elem, init, ptr);
+}
+
 /* Allocates a buffer and fills it from host memory; frees it again if the copy fails. */
 static MemraStatus upload(const char *fn, MemraEngine *e, const void *src, size_t len, size_t elem,
                           void **out)
@@ -67,9 +77,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, Memra
 {
     MEMRA__ENTER(engine);
     void *p = NULL;
-    MEMRA__TRY(memra__check_engine(__func__, engine));
-    MEMRA__TRY(memra__check_out(__func__, "out", out));
-    MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(float), init, &p));
+    MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(float), init, out, &p));
     *out = (MemraSliceMutF32){p, len};
     return MEMRA_STATUS_OK;
 }
@@ -79,9 +87,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_u64(MemraEngine *engine, size_t len, Memra
 {
     MEMRA__ENTER(engine);
     void *p = NULL;
-    MEMRA__TRY(memra__check_engine(__func__, engine));
-    MEMRA__TRY(memra__check_out(__func__, "out", out));
-    MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(uint64_t), init, &p));
+    MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(uint64_t), init, out, &p));
     *out = (MemraSliceMutU64){p, len};
     return MEMRA_STATUS_OK;
 }
@@ -150,9 +156,7 @@ MEMRA__EXPORT MemraStatus memra_alloc_u32(MemraEngine *engine, size_t len, Memra
 {
     MEMRA__ENTER(engine);
     void *p = NULL;
-    MEMRA__TRY(memra__check_engine(__func__, engine));
-    MEMRA__TRY(memra__check_out(__func__, "out", out));
-    MEMRA__TRY(alloc_elems(__func__, engine, len, sizeof(uint32_t), init, &p));
+    MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(uint32_t), init, out, &p));
     *out = (MemraSliceMutU32){p, len};
     return MEMRA_STATUS_OK;
 }

@@ -4,6 +4,7 @@
  * engine's backend, like the 1.0 operations in api_ops.c.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "engine.h"
@@ -25,13 +26,21 @@ MEMRA__EXPORT MemraStatus memra_verify_args_init(MemraVerifyArgs *args)
     return MEMRA_STATUS_OK;
 }
 
+/* A verify and a journal commit are one backend entry; only what the validation accepts differs.
+ * The caller has entered the engine (MEMRA__ENTER belongs in the exported function itself). */
+static MemraStatus verify_or_commit(const char *fn, MemraEngine *engine, bool commit,
+                                    const MemraVerifyArgs *args)
+{
+    memra__verify_args a;
+    MEMRA__TRY(memra__check_engine(fn, engine));
+    MEMRA__TRY(memra__validate_verify(fn, commit, args, &a));
+    return memra__from_backend(fn, engine->backend->verify(engine, &a));
+}
+
 MEMRA__EXPORT MemraStatus memra_gdn_verify(MemraEngine *engine, const MemraVerifyArgs *args)
 {
     MEMRA__ENTER(engine);
-    memra__verify_args a;
-    MEMRA__TRY(memra__check_engine(__func__, engine));
-    MEMRA__TRY(memra__validate_verify(__func__, false, args, &a));
-    return memra__from_backend(__func__, engine->backend->verify(engine, &a));
+    return verify_or_commit(__func__, engine, false, args);
 }
 
 MEMRA__EXPORT MemraStatus memra_gdn_journal_len(size_t d_state, size_t num_k, size_t num_v,
@@ -43,10 +52,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_journal_len(size_t d_state, size_t num_k, si
 MEMRA__EXPORT MemraStatus memra_gdn_journal_commit(MemraEngine *engine, const MemraVerifyArgs *args)
 {
     MEMRA__ENTER(engine);
-    memra__verify_args a;
-    MEMRA__TRY(memra__check_engine(__func__, engine));
-    MEMRA__TRY(memra__validate_verify(__func__, true, args, &a));
-    return memra__from_backend(__func__, engine->backend->verify(engine, &a));
+    return verify_or_commit(__func__, engine, true, args);
 }
 
 MEMRA__EXPORT MemraStatus memra_gdn_rollback(MemraEngine *engine, const MemraVerifyArgs *args)
