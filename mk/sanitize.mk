@@ -78,11 +78,13 @@ asan: asan-build
 # Criterion's runner cannot start under ThreadSanitizer (it maps its shared arena at addresses
 # TSan reserves), so the suites with thread scenarios are also built as plain programs: the
 # same scenarios, a main() instead of Criterion (tests/test_threads.c with
-# -DMEMRA_THREADS_STANDALONE, tests/test_handles.c with -DMEMRA_HANDLES_STANDALONE).
+# -DMEMRA_THREADS_STANDALONE, tests/test_handles.c with -DMEMRA_HANDLES_STANDALONE), compiled
+# with the test-support library's sources (mk/support.mk), which need no Criterion.
 TSAN_THREADS := $(TSAN_BUILD)/tests/threads_standalone
 TSAN_HANDLES := $(TSAN_BUILD)/tests/handles_standalone
-tsan_standalone = $(CC) -std=c11 -O1 -g -pthread $(WARN) $(SAN_TSAN_FLAGS) -Iabi -D_GNU_SOURCE \
-    -D$(1) $(2) -o $(3) -Wl,-rpath,'$$ORIGIN/..' $(TSAN_BUILD)/libmemra.so
+tsan_standalone = $(CC) -std=c11 -O1 -g -pthread $(WARN) $(SAN_TSAN_FLAGS) -Iabi -Itests \
+    -D_GNU_SOURCE -D$(1) $(2) $(SUPPORT_SRC) -o $(3) -Wl,-rpath,'$$ORIGIN/..' \
+    $(TSAN_BUILD)/libmemra.so -lm
 
 tsan-build:
 	$(MAKE) --no-print-directory BUILD=$(TSAN_BUILD) CUDA=0 \

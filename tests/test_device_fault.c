@@ -20,16 +20,11 @@
 
 /* The small shape (docs/layouts.md), one sequence of three rows (odd: the final state goes to the
  * alternate buffer). */
-#define S ((size_t)MEMRA_D_STATE)
-#define NK ((size_t)2)
-#define NV ((size_t)4)
+#define NV TU_SMALL_NUM_V
 #define T ((size_t)3)
-#define DCONV ((size_t)4)
-#define KEY (S * NK)
-#define VAL (S * NV)
-#define CONV (2 * KEY + VAL)
-#define PAD (DCONV - 1)
-#define STATE (S * S * NV)
+#define CONV TU_SMALL_CONV_DIM
+#define VAL TU_SMALL_VALUE_DIM
+#define STATE TU_SMALL_STATE
 
 /* Which operation meets the bad entry, and where it points. */
 enum { F_CONV_ROW, F_CONV_PACKED, F_SCAN_ROW_IN, F_SCAN_ROW_OUT, F_SCAN_PACKED, F_GRAPH_REPLAY };
@@ -110,8 +105,8 @@ static void rig_init(rig *r, uint64_t seed)
     memset(r, 0, sizeof *r);
     r->e = tu_engine(MEMRA_BACKEND_CUDA);
     r->qkv = filled(r->e, T * CONV, seed + 1, 1.0f);
-    r->w = filled(r->e, CONV * DCONV, seed + 2, 0.5f);
-    r->ring = filled(r->e, CONV * PAD, seed + 3, 1.0f);
+    r->w = filled(r->e, CONV * TU_D_CONV, seed + 2, 0.5f);
+    r->ring = filled(r->e, TU_SMALL_RING, seed + 3, 1.0f);
     r->canon = filled(r->e, STATE, seed + 4, 0.3f);
     r->q = filled(r->e, T * VAL, seed + 5, 0.1f);
     r->k = filled(r->e, T * VAL, seed + 6, 0.1f);
@@ -155,12 +150,12 @@ static MemraStatus provoke(rig *r, int where)
         one = tu_upload_u64(r->e, &r->bad, 1);
         return memra_ssm_conv1d_fused_decode_b_view(r->e, tu_sub(r->qkv, 0, CONV), tu_view_u64(one),
                                                     tu_view(r->w), tu_sub_mut(r->conv_out, 0, CONV),
-                                                    CONV, DCONV, 1);
+                                                    CONV, TU_D_CONV, 1);
     case F_CONV_PACKED:
         set_entry(r, 0, r->bad);
-        return memra_ssm_conv1d_fused_decode_tloop(r->e, tu_view(r->qkv), tu_view_u64(r->table),
-                                                   tu_view(r->w), r->conv_out,
-                                                   (MemraSliceMutF32){NULL, 0}, CONV, DCONV, T, 1);
+        return memra_ssm_conv1d_fused_decode_tloop(
+            r->e, tu_view(r->qkv), tu_view_u64(r->table), tu_view(r->w), r->conv_out,
+            (MemraSliceMutF32){NULL, 0}, CONV, TU_D_CONV, T, 1);
     case F_SCAN_ROW_IN:
     case F_SCAN_ROW_OUT: {
         uint64_t in = where == F_SCAN_ROW_IN ? r->bad : tu_addr(r->canon);
@@ -219,7 +214,8 @@ static MemraStatus later_call(rig *r, size_t i, MemraGraph **g)
     case 7:
         return memra_gdn_prep_decode_b(r->e, tu_view(r->conv_out), tu_view(r->beta_raw),
                                        tu_view(r->alpha), tu_view(r->dt), tu_view(r->a), r->q, r->k,
-                                       r->v, r->beta, r->g, S, NV, NK, KEY, 1e-6f, CONV, T);
+                                       r->v, r->beta, r->g, MEMRA_D_STATE, NV, TU_SMALL_NUM_K,
+                                       TU_KEY_DIM(TU_SMALL_NUM_K), 1e-6f, CONV, T);
     case 8:
         return memra_graph_capture(r->e, packed_scan, r, g);
     case 9:

@@ -27,50 +27,20 @@
 #include "testutil.h"
 #endif
 
-#include <ctype.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "memra.h"
+#include "support/support.h"
 
 /* ---- Shared by the Criterion tests and the standalone driver ---- */
 
-typedef struct failure {
-    bool failed;
-    char text[768];
-} failure;
-
-static void fail(failure *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(failure *f, const char *fmt, ...)
-{
-    if (f->failed)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->text, sizeof f->text, fmt, ap);
-    va_end(ap);
-    f->failed = true;
-}
-
-/* Whether `msg` contains `word` and not merely as part of a longer identifier. */
-static bool names(const char *msg, const char *word)
-{
-    size_t n = strlen(word);
-    for (const char *p = strstr(msg, word); p != NULL; p = strstr(p + 1, word)) {
-        bool left = p == msg || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
-        bool right = !(isalnum((unsigned char)p[n]) || p[n] == '_');
-        if (left && right)
-            return true;
-    }
-    return false;
-}
+/* Failures in threads are recorded (tu_record) and asserted by the test or printed by the
+ * driver; a message names a function when it holds it as a whole identifier (tu_has_word). */
 
 #define IN_USE "engine in use by another thread"
 
@@ -86,23 +56,12 @@ typedef struct conv_fx {
     MemraSliceMutU64 table;
 } conv_fx;
 
-static void fill(float *out, size_t len, uint64_t seed)
-{
-    uint64_t x = seed | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out[i] = (float)((double)(x >> 11) / (double)(UINT64_C(1) << 53) * 2.0 - 1.0);
-    }
-}
-
-static bool conv_fx_make(conv_fx *fx, MemraEngine *e, uint64_t seed, failure *f)
+static bool conv_fx_make(conv_fx *fx, MemraEngine *e, uint64_t seed, tu_failure *f)
 {
     float qkv[C], w[C * D], ring[RING];
-    fill(qkv, C, seed);
-    fill(w, C * D, seed + 1);
-    fill(ring, RING, seed + 2);
+    tu_varied(qkv, C, seed, 1.0f);
+    tu_varied(w, C * D, seed + 1, 1.0f);
+    tu_varied(ring, RING, seed + 2, 1.0f);
     memset(fx, 0, sizeof *fx);
     fx->e = e;
     MemraStatus st = memra_htod_f32(e, (MemraSliceF32){qkv, C}, &fx->qkv);
@@ -117,7 +76,7 @@ static bool conv_fx_make(conv_fx *fx, MemraEngine *e, uint64_t seed, failure *f)
         st = memra_htod_u64(e, (MemraSliceU64){&entry, 1}, &fx->table);
     }
     if (st != MEMRA_STATUS_OK)
-        fail(f, "setting up the conv problem: %s", memra_last_error_message());
+        tu_record(f, "setting up the conv problem: %s", memra_last_error_message());
     return st == MEMRA_STATUS_OK;
 }
 
@@ -131,14 +90,14 @@ static MemraStatus conv_call(MemraEngine *e, const conv_fx *fx, size_t b_n)
 
 /* Checks a call another thread made while the engine was held: refused as in use, naming the
  * function. */
-static void expect_in_use(failure *f, MemraStatus st, const char *fn)
+static void expect_in_use(tu_failure *f, MemraStatus st, const char *fn)
 {
     const char *msg = memra_last_error_message();
-    if (st != MEMRA_STATUS_INVALID_ARGUMENT || !names(msg, fn) || strstr(msg, IN_USE) == NULL)
-        fail(f,
-             "%s on an engine another thread is inside returned %s (\"%s\"), expected "
-             "INVALID_ARGUMENT naming %s and saying \"" IN_USE "\"",
-             fn, memra_status_string(st), msg, fn);
+    if (st != MEMRA_STATUS_INVALID_ARGUMENT || !tu_has_word(msg, fn) || strstr(msg, IN_USE) == NULL)
+        tu_record(f,
+                  "%s on an engine another thread is inside returned %s (\"%s\"), expected "
+                  "INVALID_ARGUMENT naming %s and saying \"" IN_USE "\"",
+                  fn, memra_status_string(st), msg, fn);
 }
 
 /* ---- Scenario: a call from a second thread while the first is inside a call ----
@@ -154,7 +113,7 @@ typedef struct overlap {
     pthread_cond_t cond;
     int phase; /* 0 waiting, 1 the step holds the engine, 2 the second thread is done */
     int steps;
-    failure f;
+    tu_failure f;
 } overlap;
 
 static MemraStatus holding_step(MemraEngine *e, void *user)
@@ -182,11 +141,11 @@ static void *intruder_main(void *arg)
     MemraBackend kind = (MemraBackend)0x5e7e;
     expect_in_use(&o->f, memra_engine_backend(o->e, &kind), "memra_engine_backend");
     if (kind != (MemraBackend)0x5e7e)
-        fail(&o->f, "a refused memra_engine_backend wrote *out_backend");
+        tu_record(&o->f, "a refused memra_engine_backend wrote *out_backend");
     MemraSliceMutF32 s = {(float *)(uintptr_t)0x5e7e0, 77};
     expect_in_use(&o->f, memra_alloc_f32(o->e, 64, MEMRA_ALLOC_INIT_ZEROED, &s), "memra_alloc_f32");
     if (s.ptr != (float *)(uintptr_t)0x5e7e0 || s.len != 77)
-        fail(&o->f, "a refused memra_alloc_f32 wrote *out");
+        tu_record(&o->f, "a refused memra_alloc_f32 wrote *out");
     expect_in_use(&o->f, conv_call(o->e, &o->fx, 1), "memra_ssm_conv1d_fused_decode_b_view");
     /* The engine must survive a destroy from another thread while it is in use. */
     expect_in_use(&o->f, memra_engine_destroy(o->e), "memra_engine_destroy");
@@ -204,15 +163,15 @@ static void *user_main(void *arg)
     overlap *o = arg;
     MemraBackend kind;
     if (memra_engine_backend(o->e, &kind) != MEMRA_STATUS_OK)
-        fail(&o->f, "after the overlap, memra_engine_backend from another thread: %s",
-             memra_last_error_message());
+        tu_record(&o->f, "after the overlap, memra_engine_backend from another thread: %s",
+                  memra_last_error_message());
     if (conv_call(o->e, &o->fx, 1) != MEMRA_STATUS_OK)
-        fail(&o->f, "after the overlap, a conv from another thread: %s",
-             memra_last_error_message());
+        tu_record(&o->f, "after the overlap, a conv from another thread: %s",
+                  memra_last_error_message());
     return NULL;
 }
 
-static void scenario_overlap(MemraEngine *e, failure *f)
+static void scenario_overlap(MemraEngine *e, tu_failure *f)
 {
     overlap o = {.e = e};
     pthread_mutex_init(&o.lock, NULL);
@@ -221,7 +180,7 @@ static void scenario_overlap(MemraEngine *e, failure *f)
         return;
     pthread_t th;
     if (pthread_create(&th, NULL, intruder_main, &o) != 0) {
-        fail(f, "pthread_create failed");
+        tu_record(f, "pthread_create failed");
         return;
     }
     MemraGraph *sentinel = (MemraGraph *)(uintptr_t)0x6b6b6b60, *g = sentinel;
@@ -230,33 +189,34 @@ static void scenario_overlap(MemraEngine *e, failure *f)
     snprintf(msg, sizeof msg, "%s", memra_last_error_message());
     pthread_join(th, NULL);
     if (o.f.failed) {
-        fail(f, "%s", o.f.text);
+        tu_record(f, "%s", o.f.text);
         return;
     }
     /* The refused calls may have been the step's own (a step that hands work to a thread), so
      * the graph may lack them: the capture must fail, and say why. */
-    if (st != MEMRA_STATUS_CAPTURE_ERROR || !names(msg, "memra_graph_capture") ||
+    if (st != MEMRA_STATUS_CAPTURE_ERROR || !tu_has_word(msg, "memra_graph_capture") ||
         strstr(msg, "another thread") == NULL)
-        fail(f,
-             "a capture during which another thread's calls were refused returned %s "
-             "(\"%s\"), expected CAPTURE_ERROR naming memra_graph_capture and the other "
-             "thread",
-             memra_status_string(st), msg);
+        tu_record(f,
+                  "a capture during which another thread's calls were refused returned %s "
+                  "(\"%s\"), expected CAPTURE_ERROR naming memra_graph_capture and the other "
+                  "thread",
+                  memra_status_string(st), msg);
     if (g != sentinel)
-        fail(f, "the failed capture wrote *out_graph");
+        tu_record(f, "the failed capture wrote *out_graph");
     if (o.steps != 1)
-        fail(f, "the capture went on calling the step after the refusal (%d calls)", o.steps);
+        tu_record(f, "the capture went on calling the step after the refusal (%d calls)", o.steps);
 
     /* The engine is free again: another thread may use it, then this one. */
     if (pthread_create(&th, NULL, user_main, &o) != 0) {
-        fail(f, "pthread_create failed");
+        tu_record(f, "pthread_create failed");
         return;
     }
     pthread_join(th, NULL);
     if (o.f.failed)
-        fail(f, "%s", o.f.text);
+        tu_record(f, "%s", o.f.text);
     if (conv_call(e, &o.fx, 1) != MEMRA_STATUS_OK)
-        fail(f, "after the overlap, a conv on the first thread: %s", memra_last_error_message());
+        tu_record(f, "after the overlap, a conv on the first thread: %s",
+                  memra_last_error_message());
     pthread_cond_destroy(&o.cond);
     pthread_mutex_destroy(&o.lock);
 }
@@ -283,7 +243,7 @@ typedef struct hammer {
     const conv_fx *fx;
     gate *start;
     unsigned long refused;
-    failure f;
+    tu_failure f;
 } hammer;
 
 /* OK, or refused because the engine is in use; anything else fails the worker. */
@@ -295,8 +255,8 @@ static bool ran(hammer *h, MemraStatus st, const char *fn)
         h->refused++;
         return false;
     }
-    fail(&h->f, "%s returned %s (\"%s\"): expected OK or \"" IN_USE "\"", fn,
-         memra_status_string(st), memra_last_error_message());
+    tu_record(&h->f, "%s returned %s (\"%s\"): expected OK or \"" IN_USE "\"", fn,
+              memra_status_string(st), memra_last_error_message());
     return false;
 }
 
@@ -317,8 +277,8 @@ static void *hammer_main(void *arg)
             if (want == (MemraBackend)0x5e7e)
                 want = kind;
             if (kind != want)
-                fail(&h->f, "memra_engine_backend gave %u, then %u", (unsigned)want,
-                     (unsigned)kind);
+                tu_record(&h->f, "memra_engine_backend gave %u, then %u", (unsigned)want,
+                          (unsigned)kind);
         }
         MemraSliceMutF32 s;
         if (ran(h, memra_alloc_f32(h->e, 32, MEMRA_ALLOC_INIT_ZEROED, &s), "memra_alloc_f32")) {
@@ -331,7 +291,7 @@ static void *hammer_main(void *arg)
     return NULL;
 }
 
-static void scenario_hammer(MemraEngine *e, failure *f, unsigned long *refused)
+static void scenario_hammer(MemraEngine *e, tu_failure *f, unsigned long *refused)
 {
     conv_fx fx;
     if (!conv_fx_make(&fx, e, 0x4a3e, f))
@@ -355,18 +315,18 @@ static void scenario_hammer(MemraEngine *e, failure *f, unsigned long *refused)
     pthread_cond_destroy(&start.cond);
     pthread_mutex_destroy(&start.lock);
     if (started < 2) {
-        fail(f, "pthread_create failed");
+        tu_record(f, "pthread_create failed");
         return;
     }
     for (int i = 0; i < 2; i++)
         if (h[i].f.failed)
-            fail(f, "thread %d: %s", i, h[i].f.text);
+            tu_record(f, "thread %d: %s", i, h[i].f.text);
     *refused = h[0].refused + h[1].refused;
     /* Every buffer the loops made was freed again: only the fixture's five are left. */
     MemraSliceMutF32 probe;
     if (memra_alloc_f32(e, 1, MEMRA_ALLOC_INIT_ZEROED, &probe) != MEMRA_STATUS_OK ||
         memra_free(e, probe.ptr) != MEMRA_STATUS_OK)
-        fail(f, "the engine is unusable after the hammering: %s", memra_last_error_message());
+        tu_record(f, "the engine is unusable after the hammering: %s", memra_last_error_message());
 }
 
 #ifndef MEMRA_HANDLES_STANDALONE
@@ -398,8 +358,8 @@ static void expect_refused(MemraStatus st, const char *fn, const char *param, co
     snprintf(quoted, sizeof quoted, "'%s'", param);
     cr_assert_eq(st, MEMRA_STATUS_INVALID_ARGUMENT, "%s with %s returned %s (\"%s\")", fn, what,
                  memra_status_string(st), msg);
-    cr_assert(names(msg, fn), "%s with %s: the message \"%s\" does not name the function", fn, what,
-              msg);
+    cr_assert(tu_has_word(msg, fn), "%s with %s: the message \"%s\" does not name the function", fn,
+              what, msg);
     cr_assert(strstr(msg, quoted) != NULL,
               "%s with %s: the message \"%s\" does not name parameter %s", fn, what, msg, quoted);
     if (reason != NULL)
@@ -1011,7 +971,7 @@ static void check_refusal_fails_capture(MemraBackend backend, int mode, bool eve
     r.mode = mode;
     r.every_call = every_call;
     r.inner = MEMRA_STATUS_OK;
-    failure f = {0};
+    tu_failure f = {0};
     cr_assert(conv_fx_make(&r.fx, e, tu_fresh_seed(), &f), "%s", f.text);
     int other_steps = 0;
     TU_OK(memra_graph_capture(e, counting_step, &other_steps, &r.other_graph));
@@ -1027,7 +987,7 @@ static void check_refusal_fails_capture(MemraBackend backend, int mode, bool eve
     cr_assert_eq(st, MEMRA_STATUS_CAPTURE_ERROR,
                  "a step that ignored a refused %s in %s: the capture returned %s (\"%s\")",
                  rf_name[mode], when, memra_status_string(st), msg);
-    cr_assert(names(msg, "memra_graph_capture") && names(msg, rf_name[mode]),
+    cr_assert(tu_has_word(msg, "memra_graph_capture") && tu_has_word(msg, rf_name[mode]),
               "the capture's message \"%s\" does not name memra_graph_capture and %s", msg,
               rf_name[mode]);
     cr_assert_eq(g, GRAPH_SENTINEL, "the failed capture wrote *out_graph");
@@ -1093,7 +1053,7 @@ static void check_other_engine_refusal(MemraBackend backend)
 {
     MemraEngine *e = tu_engine(backend), *other = tu_engine(backend);
     two_engines t;
-    failure f = {0};
+    tu_failure f = {0};
     cr_assert(conv_fx_make(&t.fx, e, 11, &f) && conv_fx_make(&t.other_fx, other, 12, &f), "%s",
               f.text);
     MemraGraph *g = NULL;
@@ -1141,7 +1101,7 @@ static void check_step_calls_back(MemraBackend backend)
     uint64_t seed = tu_fresh_seed();
     MemraEngine *e = tu_engine(backend), *ref = tu_engine(backend);
     conv_fx fx, rfx;
-    failure f = {0};
+    tu_failure f = {0};
     cr_assert(conv_fx_make(&fx, e, seed, &f) && conv_fx_make(&rfx, ref, seed, &f), "%s", f.text);
     MemraGraph *g = NULL;
     TU_OK(memra_graph_capture(e, calling_back_step, &fx, &g));
@@ -1179,7 +1139,7 @@ Test(handles, step_calls_back_into_its_engine_cuda)
 static void check_overlap(MemraBackend backend)
 {
     MemraEngine *e = tu_engine(backend);
-    failure f = {0};
+    tu_failure f = {0};
     scenario_overlap(e, &f);
     cr_assert(!f.failed, "%s", f.text);
     TU_OK(memra_engine_destroy(e));
@@ -1198,7 +1158,7 @@ Test(handles, overlapping_call_from_another_thread_refused_cuda)
 static void check_hammer(MemraBackend backend)
 {
     MemraEngine *e = tu_engine(backend);
-    failure f = {0};
+    tu_failure f = {0};
     unsigned long refused = 0;
     scenario_hammer(e, &f, &refused);
     cr_assert(!f.failed, "%s", f.text);
@@ -1219,13 +1179,13 @@ Test(handles, two_threads_hammering_one_engine_refused_not_raced_cuda)
 
 /* ---- The driver `make tsan` runs (CPU backend) ---- */
 
-/* Creates an engine; NULL (and no failure) when CUDA is asked for and no device is usable. */
-static MemraEngine *engine_on(MemraBackend backend, failure *f)
+/* Creates an engine; NULL (and no tu_failure) when CUDA is asked for and no device is usable. */
+static MemraEngine *engine_on(MemraBackend backend, tu_failure *f)
 {
     MemraEngineOptions o;
     MemraEngine *e = NULL;
     if (memra_engine_options_init(&o) != MEMRA_STATUS_OK) {
-        fail(f, "memra_engine_options_init: %s", memra_last_error_message());
+        tu_record(f, "memra_engine_options_init: %s", memra_last_error_message());
         return NULL;
     }
     o.backend = backend;
@@ -1234,7 +1194,7 @@ static MemraEngine *engine_on(MemraBackend backend, failure *f)
     if (st == MEMRA_STATUS_NO_DEVICE && backend == MEMRA_BACKEND_CUDA)
         return NULL;
     if (st != MEMRA_STATUS_OK) {
-        fail(f, "memra_engine_create: %s", memra_last_error_message());
+        tu_record(f, "memra_engine_create: %s", memra_last_error_message());
         return NULL;
     }
     return e;
@@ -1247,7 +1207,7 @@ int main(void)
         static const char *const name[] = {
             "overlapping_call_from_another_thread_refused_cpu",
             "two_threads_hammering_one_engine_refused_not_raced_cpu"};
-        failure f = {0};
+        tu_failure f = {0};
         unsigned long refused = 0;
         MemraEngine *e = engine_on(MEMRA_BACKEND_CPU, &f);
         if (e != NULL) {
@@ -1256,7 +1216,7 @@ int main(void)
             else
                 scenario_hammer(e, &f, &refused);
             if (memra_engine_destroy(e) != MEMRA_STATUS_OK)
-                fail(&f, "memra_engine_destroy: %s", memra_last_error_message());
+                tu_record(&f, "memra_engine_destroy: %s", memra_last_error_message());
         }
         printf("handles/%s: %s%s", name[i], f.failed ? "FAIL: " : "PASS", f.failed ? f.text : "");
         if (i == 1 && !f.failed)

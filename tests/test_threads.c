@@ -29,34 +29,29 @@
 #endif
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "memra.h"
+#include "support/support.h"
 
 #define N_THREADS 4
 #define ITERATIONS 3
 
 /* The small shape (docs/layouts.md), one sequence of three rows. */
-#define S ((size_t)MEMRA_D_STATE)
-#define NK ((size_t)2)
-#define NV ((size_t)4)
+#define NV TU_SMALL_NUM_V
 #define T ((size_t)3)
-#define DCONV ((size_t)4)
-#define KEY (S * NK)
-#define VAL (S * NV)
-#define CONV (2 * KEY + VAL)
-#define PAD (DCONV - 1)
-#define STATE (S * S * NV)
+#define CONV TU_SMALL_CONV_DIM
+#define VAL TU_SMALL_VALUE_DIM
+#define STATE TU_SMALL_STATE
 
 /* ---- One sequence's inputs and the results of the packed verify chain ---- */
 
 enum { IN_QKV, IN_W, IN_DT_BIAS, IN_A, IN_BETA_RAW, IN_ALPHA, IN_RING, IN_STATE, N_IN };
-static const size_t in_len[N_IN] = {T * CONV, CONV *DCONV, NV, NV, T *NV, T *NV, CONV *PAD, STATE};
+static const size_t in_len[N_IN] = {T * CONV, CONV *TU_D_CONV, NV,   NV, T *NV,
+                                    T *NV,    TU_SMALL_RING,   STATE};
 
 /* What the chain leaves behind: every output, the final ring and the final state (the
  * alternate buffer, T being odd), and both snapshot arrays. */
@@ -74,26 +69,14 @@ enum {
     OUT_STATE,
     N_OUT
 };
-static const size_t out_len[N_OUT] = {T * CONV,        T *VAL,    T *VAL, T *VAL,
-                                      T *NV,           T *NV,     T *VAL, (T - 1) * CONV *PAD,
-                                      (T - 1) * STATE, CONV *PAD, STATE};
+static const size_t out_len[N_OUT] = {
+    T * CONV,        T *VAL,        T *VAL, T *VAL, T *NV, T *NV, T *VAL, (T - 1) * TU_SMALL_RING,
+    (T - 1) * STATE, TU_SMALL_RING, STATE};
 
 typedef struct host_data {
     float *in[N_IN];
     float *out[N_OUT];
 } host_data;
-
-/* Random floats in [-spread, spread): xorshift64, a different stream per seed. */
-static void fill(float *out, size_t len, uint64_t seed, float spread)
-{
-    uint64_t x = (seed * UINT64_C(0x9E3779B97F4A7C15)) | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out[i] = (float)((double)(x >> 11) / (double)(UINT64_C(1) << 53) * 2.0 - 1.0) * spread;
-    }
-}
 
 static bool host_alloc(host_data *h, uint64_t seed)
 {
@@ -105,7 +88,7 @@ static bool host_alloc(host_data *h, uint64_t seed)
         /* Spreads as in the seed: states small, gates wide. */
         float spread = i == IN_STATE ? 0.3f : i == IN_BETA_RAW || i == IN_ALPHA ? 2.0f : 1.0f;
         if (h->in[i] != NULL)
-            fill(h->in[i], in_len[i], seed + 977 * (uint64_t)(i + 1), spread);
+            tu_varied(h->in[i], in_len[i], seed + 977 * (uint64_t)(i + 1), spread);
     }
     for (int i = 0; i < N_OUT; i++) {
         h->out[i] = malloc(out_len[i] * sizeof(float));
@@ -122,45 +105,17 @@ static void host_free(host_data *h)
         free(h->out[i]);
 }
 
-/* Errors inside worker threads: the first one is kept, with the thread's view of the library's
- * message. */
-typedef struct failure {
-    bool failed;
-    char text[768];
-} failure;
-
-static void fail(failure *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void fail(failure *f, const char *fmt, ...)
-{
-    if (f->failed)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(f->text, sizeof f->text, fmt, ap);
-    va_end(ap);
-    f->failed = true;
-}
-
+/* Errors inside worker threads: the first one is kept (tu_record), with the thread's view of
+ * the library's message. */
 #define CHECK(f, call)                                                                             \
     do {                                                                                           \
         MemraStatus st_ = (call);                                                                  \
         if (st_ != MEMRA_STATUS_OK) {                                                              \
-            fail((f), "%s returned %s: %s", #call, memra_status_string(st_),                       \
-                 memra_last_error_message());                                                      \
+            tu_record((f), "%s returned %s: %s", #call, memra_status_string(st_),                  \
+                      memra_last_error_message());                                                 \
             goto out;                                                                              \
         }                                                                                          \
     } while (0)
-
-static MemraSliceF32 ro(MemraSliceMutF32 s)
-{
-    return (MemraSliceF32){s.ptr, s.len};
-}
-
-static MemraSliceU64 ro64(MemraSliceMutU64 s)
-{
-    return (MemraSliceU64){s.ptr, s.len};
-}
 
 /* The device side of one chain. */
 typedef struct chain {
@@ -174,27 +129,28 @@ typedef struct chain {
 static MemraStatus chain_step(MemraEngine *e, void *user)
 {
     chain *c = user;
-    MemraStatus st = memra_ssm_conv1d_fused_decode_tloop(e, ro(c->in[IN_QKV]), ro64(c->table),
-                                                         ro(c->in[IN_W]), c->out[OUT_CONV],
-                                                         c->out[OUT_SNAP_CONV], CONV, DCONV, T, 1);
+    MemraStatus st = memra_ssm_conv1d_fused_decode_tloop(
+        e, tu_view(c->in[IN_QKV]), tu_view_u64(c->table), tu_view(c->in[IN_W]), c->out[OUT_CONV],
+        c->out[OUT_SNAP_CONV], CONV, TU_D_CONV, T, 1);
     if (st != MEMRA_STATUS_OK)
         return st;
-    st = memra_gdn_prep_decode_b(e, ro(c->out[OUT_CONV]), ro(c->in[IN_BETA_RAW]),
-                                 ro(c->in[IN_ALPHA]), ro(c->in[IN_DT_BIAS]), ro(c->in[IN_A]),
-                                 c->out[OUT_Q], c->out[OUT_K], c->out[OUT_V], c->out[OUT_BETA],
-                                 c->out[OUT_G], S, NV, NK, KEY, 1e-6f, CONV, T);
+    st = memra_gdn_prep_decode_b(e, tu_view(c->out[OUT_CONV]), tu_view(c->in[IN_BETA_RAW]),
+                                 tu_view(c->in[IN_ALPHA]), tu_view(c->in[IN_DT_BIAS]),
+                                 tu_view(c->in[IN_A]), c->out[OUT_Q], c->out[OUT_K], c->out[OUT_V],
+                                 c->out[OUT_BETA], c->out[OUT_G], MEMRA_D_STATE, NV, TU_SMALL_NUM_K,
+                                 TU_KEY_DIM(TU_SMALL_NUM_K), 1e-6f, CONV, T);
     if (st != MEMRA_STATUS_OK)
         return st;
-    return memra_gdn_scan_s128_tsnap(e, ro(c->out[OUT_Q]), ro(c->out[OUT_K]), ro(c->out[OUT_V]),
-                                     ro(c->out[OUT_G]), ro(c->out[OUT_BETA]), ro64(c->table),
-                                     c->out[OUT_O], NV, T, 1, 0.08838834764831845f,
-                                     c->out[OUT_SNAP_SSM]);
+    return memra_gdn_scan_s128_tsnap(
+        e, tu_view(c->out[OUT_Q]), tu_view(c->out[OUT_K]), tu_view(c->out[OUT_V]),
+        tu_view(c->out[OUT_G]), tu_view(c->out[OUT_BETA]), tu_view_u64(c->table), c->out[OUT_O], NV,
+        T, 1, 0.08838834764831845f, c->out[OUT_SNAP_SSM]);
 }
 
 /* Uploads `h`'s inputs, runs the chain once (eagerly, or as a graph replay after putting the
  * ring and state back to what the warm-up calls of the capture changed), reads every result
  * into h->out and frees everything. Thread-safe for distinct engines. */
-static bool run_chain(MemraEngine *e, host_data *h, bool graph, failure *f)
+static bool run_chain(MemraEngine *e, host_data *h, bool graph, tu_failure *f)
 {
     chain c = {.e = e};
     MemraGraph *g = NULL;
@@ -223,26 +179,26 @@ static bool run_chain(MemraEngine *e, host_data *h, bool graph, failure *f)
     }
     for (int i = 0; i < N_OUT - 2; i++) {
         MemraSliceMutF32 dst = {h->out[i], out_len[i]};
-        CHECK(f, memra_dtoh_f32(e, ro(c.out[i]), dst));
+        CHECK(f, memra_dtoh_f32(e, tu_view(c.out[i]), dst));
     }
     MemraSliceMutF32 ring_out = {h->out[OUT_RING], out_len[OUT_RING]};
     MemraSliceMutF32 state_out = {h->out[OUT_STATE], out_len[OUT_STATE]};
-    CHECK(f, memra_dtoh_f32(e, ro(c.in[IN_RING]), ring_out));
+    CHECK(f, memra_dtoh_f32(e, tu_view(c.in[IN_RING]), ring_out));
     /* T is odd: the final state is in the alternate buffer. */
-    CHECK(f, memra_dtoh_f32(e, ro(c.alt), state_out));
+    CHECK(f, memra_dtoh_f32(e, tu_view(c.alt), state_out));
     ok = true;
 out:
     if (g != NULL && memra_graph_destroy(e, g) != MEMRA_STATUS_OK)
-        fail(f, "memra_graph_destroy: %s", memra_last_error_message()), ok = false;
+        tu_record(f, "memra_graph_destroy: %s", memra_last_error_message()), ok = false;
     for (int i = 0; i < N_IN; i++)
         if (memra_free(e, c.in[i].ptr) != MEMRA_STATUS_OK)
-            fail(f, "memra_free: %s", memra_last_error_message()), ok = false;
+            tu_record(f, "memra_free: %s", memra_last_error_message()), ok = false;
     for (int i = 0; i < N_OUT - 2; i++)
         if (memra_free(e, c.out[i].ptr) != MEMRA_STATUS_OK)
-            fail(f, "memra_free: %s", memra_last_error_message()), ok = false;
+            tu_record(f, "memra_free: %s", memra_last_error_message()), ok = false;
     if (memra_free(e, c.alt.ptr) != MEMRA_STATUS_OK ||
         memra_free(e, c.table.ptr) != MEMRA_STATUS_OK)
-        fail(f, "memra_free: %s", memra_last_error_message()), ok = false;
+        tu_record(f, "memra_free: %s", memra_last_error_message()), ok = false;
     return ok;
 }
 
@@ -250,22 +206,23 @@ static const char *const out_name[N_OUT] = {"conv_outs", "q_l2",  "k_l2",       
                                             "beta",      "g_log", "o_all",      "snap_conv",
                                             "snap_ssm",  "ring",  "final state"};
 
-static bool same_results(const host_data *got, const host_data *want, const char *what, failure *f)
+static bool same_results(const host_data *got, const host_data *want, const char *what,
+                         tu_failure *f)
 {
     for (int i = 0; i < N_OUT; i++) {
         size_t d = 0;
         for (size_t k = 0; k < out_len[i]; k++)
             d += memcmp(&got->out[i][k], &want->out[i][k], sizeof(float)) != 0;
         if (d != 0) {
-            fail(f, "%s: %zu of %zu words of %s differ from the single-threaded run", what, d,
-                 out_len[i], out_name[i]);
+            tu_record(f, "%s: %zu of %zu words of %s differ from the single-threaded run", what, d,
+                      out_len[i], out_name[i]);
             return false;
         }
     }
     return true;
 }
 
-static MemraEngine *engine_or_null(MemraBackend backend, failure *f)
+static MemraEngine *engine_or_null(MemraBackend backend, tu_failure *f)
 {
     MemraEngineOptions o;
     MemraEngine *e = NULL;
@@ -274,7 +231,7 @@ static MemraEngine *engine_or_null(MemraBackend backend, failure *f)
     o.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
     MemraStatus st = memra_engine_create(&o, &e);
     if (st != MEMRA_STATUS_OK) {
-        fail(f, "memra_engine_create: %s", memra_last_error_message());
+        tu_record(f, "memra_engine_create: %s", memra_last_error_message());
         return NULL;
     }
     return e;
@@ -288,10 +245,10 @@ typedef struct worker {
     host_data mine;
     host_data want;
     pthread_barrier_t *barrier;
-    failure f;
+    tu_failure f;
 } worker;
 
-/* A failure only thread `id` can produce: a negative device ordinal naming the thread. */
+/* A tu_failure only thread `id` can produce: a negative device ordinal naming the thread. */
 static MemraStatus thread_failure(int id)
 {
     MemraEngineOptions o;
@@ -323,22 +280,22 @@ static void *worker_main(void *arg)
 
         pthread_barrier_wait(w->barrier);
         if (thread_failure(w->id) != MEMRA_STATUS_INVALID_ARGUMENT)
-            fail(&w->f, "thread %d: the bad device ordinal was not refused", w->id);
+            tu_record(&w->f, "thread %d: the bad device ordinal was not refused", w->id);
         const char *held = memra_last_error_message();
         /* Everybody fails at once; then each reads its message, through the pointer it got
          * before the others failed too. */
         pthread_barrier_wait(w->barrier);
         if (!message_is_mine(memra_last_error_message(), w->id) || !message_is_mine(held, w->id))
-            fail(&w->f, "thread %d reads another thread's message: \"%s\"", w->id,
-                 memra_last_error_message());
+            tu_record(&w->f, "thread %d reads another thread's message: \"%s\"", w->id,
+                      memra_last_error_message());
     }
     if (e != NULL && memra_engine_destroy(e) != MEMRA_STATUS_OK)
-        fail(&w->f, "memra_engine_destroy: %s", memra_last_error_message());
+        tu_record(&w->f, "memra_engine_destroy: %s", memra_last_error_message());
     return NULL;
 }
 
 /* N_THREADS engines at once, each checked against the same work done alone beforehand. */
-static void scenario_own_engines(MemraBackend backend, uint64_t seed, failure *f)
+static void scenario_own_engines(MemraBackend backend, uint64_t seed, tu_failure *f)
 {
     worker w[N_THREADS];
     pthread_t th[N_THREADS];
@@ -348,7 +305,7 @@ static void scenario_own_engines(MemraBackend backend, uint64_t seed, failure *f
     if (ref == NULL)
         return;
     if (pthread_barrier_init(&barrier, NULL, N_THREADS) != 0) {
-        fail(f, "pthread_barrier_init failed");
+        tu_record(f, "pthread_barrier_init failed");
         (void)memra_engine_destroy(ref);
         return;
     }
@@ -359,19 +316,19 @@ static void scenario_own_engines(MemraBackend backend, uint64_t seed, failure *f
         w[i].barrier = &barrier;
         if (!host_alloc(&w[i].mine, seed + (uint64_t)i) ||
             !host_alloc(&w[i].want, seed + (uint64_t)i))
-            fail(f, "out of host memory");
+            tu_record(f, "out of host memory");
         else if (!f->failed)
             run_chain(ref, &w[i].want, false, f);
     }
     if (memra_engine_destroy(ref) != MEMRA_STATUS_OK)
-        fail(f, "memra_engine_destroy: %s", memra_last_error_message());
+        tu_record(f, "memra_engine_destroy: %s", memra_last_error_message());
     /* All threads or none: a missing one would leave the others waiting at the barrier. */
     if (!f->failed) {
         for (started = 0; started < N_THREADS; started++)
             if (pthread_create(&th[started], NULL, worker_main, &w[started]) != 0)
                 break;
         if (started < N_THREADS) {
-            fail(f, "pthread_create failed; the started threads cannot finish");
+            tu_record(f, "pthread_create failed; the started threads cannot finish");
             abort();
         }
     }
@@ -380,7 +337,7 @@ static void scenario_own_engines(MemraBackend backend, uint64_t seed, failure *f
     pthread_barrier_destroy(&barrier);
     for (int i = 0; i < N_THREADS; i++) {
         if (w[i].f.failed)
-            fail(f, "thread %d: %s", i, w[i].f.text);
+            tu_record(f, "thread %d: %s", i, w[i].f.text);
         host_free(&w[i].mine);
         host_free(&w[i].want);
     }
@@ -391,7 +348,7 @@ static void scenario_own_engines(MemraBackend backend, uint64_t seed, failure *f
 typedef struct messenger {
     int id;
     pthread_barrier_t *barrier;
-    failure f;
+    tu_failure f;
 } messenger;
 
 static void *messenger_main(void *arg)
@@ -400,39 +357,40 @@ static void *messenger_main(void *arg)
     /* A thread that has not failed yet has an empty message, whatever the others did. */
     pthread_barrier_wait(m->barrier);
     if (strcmp(memra_last_error_message(), "") != 0)
-        fail(&m->f, "thread %d starts with the message \"%s\"", m->id, memra_last_error_message());
+        tu_record(&m->f, "thread %d starts with the message \"%s\"", m->id,
+                  memra_last_error_message());
     pthread_barrier_wait(m->barrier);
     for (int round = 0; round < 200; round++) {
         if (thread_failure(m->id) != MEMRA_STATUS_INVALID_ARGUMENT)
-            fail(&m->f, "thread %d: the bad device ordinal was not refused", m->id);
+            tu_record(&m->f, "thread %d: the bad device ordinal was not refused", m->id);
         const char *held = memra_last_error_message();
         /* Successful calls leave the message alone. */
         MemraEngineOptions o;
         if (memra_engine_options_init(&o) != MEMRA_STATUS_OK || memra_abi_version() == 0)
-            fail(&m->f, "a successful call failed");
+            tu_record(&m->f, "a successful call failed");
         if (!message_is_mine(memra_last_error_message(), m->id) || !message_is_mine(held, m->id))
-            fail(&m->f, "thread %d, round %d, reads \"%s\"", m->id, round,
-                 memra_last_error_message());
+            tu_record(&m->f, "thread %d, round %d, reads \"%s\"", m->id, round,
+                      memra_last_error_message());
     }
     return NULL;
 }
 
-static void scenario_messages(failure *f)
+static void scenario_messages(tu_failure *f)
 {
     messenger m[N_THREADS];
     pthread_t th[N_THREADS];
     pthread_barrier_t barrier;
     /* The calling thread fails first, so that a shared message would not be empty. */
     if (memra_engine_options_init(NULL) != MEMRA_STATUS_INVALID_ARGUMENT)
-        fail(f, "memra_engine_options_init(NULL) was not refused");
+        tu_record(f, "memra_engine_options_init(NULL) was not refused");
     if (pthread_barrier_init(&barrier, NULL, N_THREADS + 1) != 0) {
-        fail(f, "pthread_barrier_init failed");
+        tu_record(f, "pthread_barrier_init failed");
         return;
     }
     for (int i = 0; i < N_THREADS; i++) {
         m[i] = (messenger){.id = i, .barrier = &barrier};
         if (pthread_create(&th[i], NULL, messenger_main, &m[i]) != 0) {
-            fail(f, "pthread_create failed; the started threads cannot finish");
+            tu_record(f, "pthread_create failed; the started threads cannot finish");
             abort();
         }
     }
@@ -443,16 +401,16 @@ static void scenario_messages(failure *f)
     pthread_barrier_destroy(&barrier);
     for (int i = 0; i < N_THREADS; i++)
         if (m[i].f.failed)
-            fail(f, "%s", m[i].f.text);
+            tu_record(f, "%s", m[i].f.text);
     if (strstr(memra_last_error_message(), "memra_engine_options_init") == NULL)
-        fail(f, "the calling thread's message changed to \"%s\"", memra_last_error_message());
+        tu_record(f, "the calling thread's message changed to \"%s\"", memra_last_error_message());
 }
 
 /* ---- The functions any thread may call at any time ---- */
 
 static void *caller_main(void *arg)
 {
-    failure *f = arg;
+    tu_failure *f = arg;
     static const char *const names[] = {"MEMRA_STATUS_OK",
                                         "MEMRA_STATUS_INVALID_ARGUMENT",
                                         "MEMRA_STATUS_UNSUPPORTED",
@@ -467,29 +425,30 @@ static void *caller_main(void *arg)
              MEMRA_VERSION_PATCH);
     for (int round = 0; round < 2000; round++) {
         if (memra_abi_version() != MEMRA_ABI_VERSION)
-            fail(f, "memra_abi_version() = 0x%x", memra_abi_version());
+            tu_record(f, "memra_abi_version() = 0x%x", memra_abi_version());
         if (strcmp(memra_version_string(), version) != 0)
-            fail(f, "memra_version_string() = \"%s\"", memra_version_string());
+            tu_record(f, "memra_version_string() = \"%s\"", memra_version_string());
         for (MemraStatus s = 0; s < 9; s++)
             if (strcmp(memra_status_string(s), names[s]) != 0)
-                fail(f, "memra_status_string(%u) = \"%s\"", (unsigned)s, memra_status_string(s));
+                tu_record(f, "memra_status_string(%u) = \"%s\"", (unsigned)s,
+                          memra_status_string(s));
         if (strcmp(memra_status_string(1000), "MEMRA_STATUS_<unknown>") != 0)
-            fail(f, "memra_status_string(1000) = \"%s\"", memra_status_string(1000));
+            tu_record(f, "memra_status_string(1000) = \"%s\"", memra_status_string(1000));
         MemraEngineOptions o;
         memset(&o, 0xff, sizeof o);
         if (memra_engine_options_init(&o) != MEMRA_STATUS_OK || o.struct_size != sizeof o ||
             o.backend != MEMRA_BACKEND_AUTO || o.device_ordinal != 0 || o.stream != NULL ||
             o.flags != 0)
-            fail(f, "memra_engine_options_init filled something else");
+            tu_record(f, "memra_engine_options_init filled something else");
         if (memra_last_error_message() == NULL)
-            fail(f, "memra_last_error_message() returned NULL");
+            tu_record(f, "memra_last_error_message() returned NULL");
     }
     return NULL;
 }
 
-static void scenario_globals(failure *f)
+static void scenario_globals(tu_failure *f)
 {
-    failure c[N_THREADS];
+    tu_failure c[N_THREADS];
     pthread_t th[N_THREADS];
     int started = 0;
     memset(c, 0, sizeof c);
@@ -497,12 +456,12 @@ static void scenario_globals(failure *f)
         if (pthread_create(&th[started], NULL, caller_main, &c[started]) != 0)
             break;
     if (started < N_THREADS)
-        fail(f, "pthread_create failed");
+        tu_record(f, "pthread_create failed");
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < started; i++)
         if (c[i].failed)
-            fail(f, "%s", c[i].text);
+            tu_record(f, "%s", c[i].text);
 }
 
 /* ---- One engine, three threads, one after the other ---- */
@@ -512,7 +471,7 @@ typedef struct relay {
     MemraEngine *e;
     host_data *h;
     host_data *want;
-    failure f;
+    tu_failure f;
 } relay;
 
 static void *relay_create(void *arg)
@@ -536,34 +495,34 @@ static void *relay_destroy(void *arg)
 {
     relay *r = arg;
     if (memra_engine_destroy(r->e) != MEMRA_STATUS_OK)
-        fail(&r->f, "memra_engine_destroy on a third thread: %s", memra_last_error_message());
+        tu_record(&r->f, "memra_engine_destroy on a third thread: %s", memra_last_error_message());
     return NULL;
 }
 
-static void scenario_relay(MemraBackend backend, uint64_t seed, failure *f)
+static void scenario_relay(MemraBackend backend, uint64_t seed, tu_failure *f)
 {
     host_data h, want;
     MemraEngine *ref = engine_or_null(backend, f);
     if (ref == NULL)
         return;
     if (!host_alloc(&h, seed) || !host_alloc(&want, seed))
-        fail(f, "out of host memory");
+        tu_record(f, "out of host memory");
     else
         run_chain(ref, &want, false, f);
     if (memra_engine_destroy(ref) != MEMRA_STATUS_OK)
-        fail(f, "memra_engine_destroy: %s", memra_last_error_message());
+        tu_record(f, "memra_engine_destroy: %s", memra_last_error_message());
 
     relay r = {.backend = backend, .h = &h, .want = &want};
     void *(*stage[])(void *) = {relay_create, relay_use, relay_destroy};
     for (size_t i = 0; i < sizeof stage / sizeof stage[0] && !f->failed; i++) {
         pthread_t th;
         if (pthread_create(&th, NULL, stage[i], &r) != 0) {
-            fail(f, "pthread_create failed");
+            tu_record(f, "pthread_create failed");
             break;
         }
         pthread_join(th, NULL);
         if (r.f.failed)
-            fail(f, "stage %zu: %s", i, r.f.text);
+            tu_record(f, "stage %zu: %s", i, r.f.text);
         if (r.e == NULL)
             break;
     }
@@ -582,52 +541,50 @@ static void require_backend(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
+/* Runs a scenario on fresh random inputs (on CUDA only where a device is usable) and fails the
+ * test with the scenario's first failure and the seed that replays it. */
+static void run_seeded(void (*scenario)(MemraBackend, uint64_t, tu_failure *), MemraBackend backend)
+{
+    if (backend == MEMRA_BACKEND_CUDA)
+        require_backend(backend);
+    uint64_t seed = tu_fresh_seed();
+    tu_failure f = {0};
+    scenario(backend, seed, &f);
+    cr_assert(!f.failed, "%s " TU_SEED_FMT, f.text, seed);
+}
+
 Test(threads, own_engines_concurrently_cpu)
 {
-    uint64_t seed = tu_fresh_seed();
-    failure f = {0};
-    scenario_own_engines(MEMRA_BACKEND_CPU, seed, &f);
-    cr_assert(!f.failed, "%s " TU_SEED_FMT, f.text, seed);
+    run_seeded(scenario_own_engines, MEMRA_BACKEND_CPU);
 }
 
 Test(threads, own_engines_concurrently_cuda)
 {
-    require_backend(MEMRA_BACKEND_CUDA);
-    uint64_t seed = tu_fresh_seed();
-    failure f = {0};
-    scenario_own_engines(MEMRA_BACKEND_CUDA, seed, &f);
-    cr_assert(!f.failed, "%s " TU_SEED_FMT, f.text, seed);
+    run_seeded(scenario_own_engines, MEMRA_BACKEND_CUDA);
 }
 
 Test(threads, last_error_message_is_per_thread)
 {
-    failure f = {0};
+    tu_failure f = {0};
     scenario_messages(&f);
     cr_assert(!f.failed, "%s", f.text);
 }
 
 Test(threads, global_functions_from_many_threads)
 {
-    failure f = {0};
+    tu_failure f = {0};
     scenario_globals(&f);
     cr_assert(!f.failed, "%s", f.text);
 }
 
 Test(threads, engine_handed_between_threads_cpu)
 {
-    uint64_t seed = tu_fresh_seed();
-    failure f = {0};
-    scenario_relay(MEMRA_BACKEND_CPU, seed, &f);
-    cr_assert(!f.failed, "%s " TU_SEED_FMT, f.text, seed);
+    run_seeded(scenario_relay, MEMRA_BACKEND_CPU);
 }
 
 Test(threads, engine_handed_between_threads_cuda)
 {
-    require_backend(MEMRA_BACKEND_CUDA);
-    uint64_t seed = tu_fresh_seed();
-    failure f = {0};
-    scenario_relay(MEMRA_BACKEND_CUDA, seed, &f);
-    cr_assert(!f.failed, "%s " TU_SEED_FMT, f.text, seed);
+    run_seeded(scenario_relay, MEMRA_BACKEND_CUDA);
 }
 
 #else
@@ -645,7 +602,7 @@ int main(void)
         static const char *const name[] = {
             "own_engines_concurrently_cpu", "last_error_message_is_per_thread",
             "global_functions_from_many_threads", "engine_handed_between_threads_cpu"};
-        failure f = {0};
+        tu_failure f = {0};
         if (i == 0)
             scenario_own_engines(MEMRA_BACKEND_CPU, seed, &f);
         else if (i == 1)

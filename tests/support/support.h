@@ -119,6 +119,12 @@ bool tu_names_any(const char *msg, const char *alts);
 #define TU_RING_WORDS(nk, nv, dc) (TU_CONV_DIM(nk, nv) * ((dc)-1))
 #define TU_STATE_WORDS(nv) ((size_t)MEMRA_D_STATE * MEMRA_D_STATE * (nv))
 
+/* The small shape's sizes, for the arrays of the suites that run it at a fixed size. */
+#define TU_SMALL_CONV_DIM TU_CONV_DIM(TU_SMALL_NUM_K, TU_SMALL_NUM_V)
+#define TU_SMALL_VALUE_DIM TU_VALUE_DIM(TU_SMALL_NUM_V)
+#define TU_SMALL_RING TU_RING_WORDS(TU_SMALL_NUM_K, TU_SMALL_NUM_V, TU_D_CONV)
+#define TU_SMALL_STATE TU_STATE_WORDS(TU_SMALL_NUM_V)
+
 typedef struct tu_shape_def {
     const char *name;
     size_t num_k, num_v;
