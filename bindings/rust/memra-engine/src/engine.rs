@@ -615,7 +615,7 @@ impl Engine {
     /// Copies the `src.len` 4-byte words at `src` to `dst` (a checked destination of as many
     /// words), bit for bit: the single-sequence conv with `d_conv = 2` on one row of `src.len`
     /// channels rolls its ring, `dst`, to hold the row.
-    fn copy_words(
+    pub(crate) fn copy_words(
         &self,
         guard: &LockGuard<'_>,
         dst: sys::MemraSliceMutF32,
@@ -668,6 +668,18 @@ impl Engine {
     ) -> Result<()> {
         let len = src.len();
         self.copy_into(dst, 0, src, len)
+    }
+
+    /// Device-to-device copy of all of `src` into `dst[off .. off + src.len()]`
+    /// (memra-engine's `dtod_copy_into`; [`Engine::copy_into`] with `src.len()` elements).
+    pub fn dtod_copy_into(
+        &self,
+        src: &impl DevicePtr<f32>,
+        dst: &mut impl DevicePtrMut<f32>,
+        off: usize,
+    ) -> Result<()> {
+        let len = src.len();
+        self.copy_into(dst, off, src, len)
     }
 
     /// [`Engine::copy_into`] from a view (the older memra-engine name).

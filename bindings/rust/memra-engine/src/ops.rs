@@ -172,6 +172,87 @@ impl Engine {
         })?)
     }
 
+    /// Rebuilds a conv ring after a partial accept (memra-engine's `ssm_conv_ring_rebuild`):
+    /// `conv_state` becomes the ring `ring_old` would be after the first `j` rows of `qkv`
+    /// (`[>= j, conv_dim]`), i.e. the ring a verify leaves after its row `j - 1`. The ring only
+    /// holds input columns, so this is a copy: `ring_old` is copied into `conv_state`, then
+    /// [`Engine::ssm_conv1d_fused_decode`] rolls it through the `j` rows with scratch weights
+    /// and outputs, moving values bit for bit (`j + 1` launches, graph-capturable).
+    #[allow(clippy::too_many_arguments)]
+    pub fn ssm_conv_ring_rebuild(
+        &self,
+        qkv: &impl DevicePtr<f32>,
+        ring_old: &impl DevicePtr<f32>,
+        conv_state: &mut impl DevicePtrMut<f32>,
+        conv_dim: usize,
+        j: usize,
+        d_conv: usize,
+    ) -> Result<()> {
+        const F: &str = "Engine::ssm_conv_ring_rebuild";
+        let g = self.lock();
+        let qkv = self.t(&g, F, "qkv", qkv)?;
+        let ring_old = self.t(&g, F, "ring_old", ring_old)?;
+        let conv_state = self.t(&g, F, "conv_state", &*conv_state)?;
+        // Refused here as the library would refuse the first step, so that nothing is written.
+        if !(1..=sys::MEMRA_D_CONV_MAX as usize).contains(&d_conv) {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!(
+                    "{}: parameter 'd_conv': expected 1 ..= {}, got {}",
+                    F,
+                    sys::MEMRA_D_CONV_MAX,
+                    d_conv
+                ),
+            )
+            .into());
+        }
+        let rows = elements(F, "[j, conv_dim]", &[j, conv_dim])?;
+        let ring = elements(F, "[conv_dim, d_conv - 1]", &[conv_dim, d_conv - 1])?;
+        for (name, have, need) in [
+            ("qkv", qkv.len, rows),
+            ("ring_old", ring_old.len, ring),
+            ("conv_state", conv_state.len, ring),
+        ] {
+            if have < need {
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!(
+                        "{}: parameter '{}': expected at least {} elements, got {}",
+                        F, name, need, have
+                    ),
+                )
+                .into());
+            }
+        }
+        if ring == 0 {
+            // d_conv == 1 (or no channels): there is no ring to rebuild.
+            return Ok(());
+        }
+        let state = conv_state.sub::<f32>(0, ring);
+        self.copy_words(&g, state.f32_mut(), ring_old.sub::<f32>(0, ring).f32())?;
+        if j == 0 {
+            return Ok(());
+        }
+        let w = self.zeros(elements(F, "[conv_dim, d_conv]", &[conv_dim, d_conv])?)?;
+        let out = self.uninit(conv_dim)?;
+        for r in 0..j {
+            // SAFETY: a live engine, its lock held; row r of the checked `qkv`, the checked
+            // ring and the two scratch buffers of this engine, all long enough.
+            check(unsafe {
+                sys::memra_ssm_conv1d_fused_decode(
+                    self.raw(),
+                    qkv.sub::<f32>(r * conv_dim, conv_dim).f32(),
+                    state.f32_mut(),
+                    w.alloc_raw().f32(),
+                    out.alloc_raw().f32_mut(),
+                    conv_dim,
+                    d_conv,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     named_ops! {
         fn(
             &self,

@@ -4,8 +4,8 @@
 //! graph and its keeper stored in a struct and a map, both API generations' names, an
 //! `Arc<CudaStream>` kept in a struct, `e.gpu.stream()`, and buffers and engines moving between
 //! threads. That it builds is the first check; the tests then run it on the CPU backend (and on
-//! CUDA where a device is usable) and check that the single-sequence decode, the batched decode
-//! and the packed verify agree bit for bit.
+//! CUDA where a device is usable) and check that the single-sequence decode, the batched decode,
+//! the packed verify and the commit of a partial accept agree bit for bit.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -358,6 +358,144 @@ pub fn linear_attn_batched(
     Ok(o_all)
 }
 
+/// spec.rs's stash of a verify: the scan's inputs, kept so that a partial accept can rebuild
+/// the state after any prefix of the rows without running the layer again.
+pub struct GdnStash {
+    pub qkv_mixed: CudaSlice<f32>,
+    pub q_l2: CudaSlice<f32>,
+    pub k_l2: CudaSlice<f32>,
+    pub v_g: CudaSlice<f32>,
+    pub g_log: CudaSlice<f32>,
+    pub beta: CudaSlice<f32>,
+}
+
+/// spec.rs's verify of `t` rows of one linear layer (0.72 names): the conv through the
+/// carried ring, one prep over the rows, ONE scan of `t` rows from the carried state into the
+/// spare, then the swap; the scan's inputs are stashed.
+pub fn linear_attn_verify_t(
+    e: &Engine,
+    la: &LinearLayer,
+    cache: &mut Cache,
+    il: usize,
+    x: RowInputs,
+    g: Geometry,
+    t: usize,
+) -> Result<(CudaSlice<f32>, GdnStash), Box<dyn Error>> {
+    let (num_v, num_k, key_dim, conv_dim) = (g.num_v, g.num_k, g.key_dim(), g.conv_dim());
+    let d_state = D_STATE;
+    let scale = 1.0 / (d_state as f32).sqrt();
+    let rl = cache.recur[il].as_mut().unwrap();
+    let mut conv_out = e.uninit(conv_dim * t)?;
+    for r in 0..t {
+        e.ssm_conv1d_fused_decode(
+            &rows_of(&x.qkv_mixed, r, conv_dim),
+            &mut rl.conv_state,
+            la.ssm_conv1d.float_data(),
+            &mut conv_out.slice_mut(r * conv_dim..(r + 1) * conv_dim),
+            conv_dim,
+            D_CONV,
+        )?;
+    }
+    let mut q_l2 = e.uninit(d_state * num_v * t)?;
+    let mut k_l2 = e.uninit(d_state * num_v * t)?;
+    let mut v_g = e.uninit(d_state * num_v * t)?;
+    let mut beta = e.uninit(t * num_v)?;
+    let mut g_log = e.uninit(t * num_v)?;
+    e.gdn_prep_decode_b(
+        &conv_out,
+        &x.beta_raw,
+        &x.alpha,
+        la.ssm_dt.float_data(),
+        la.ssm_a.float_data(),
+        &mut q_l2,
+        &mut k_l2,
+        &mut v_g,
+        &mut beta,
+        &mut g_log,
+        d_state,
+        num_v,
+        num_k,
+        key_dim,
+        1e-6,
+        conv_dim,
+        t,
+    )?;
+    let mut o = e.uninit(d_state * num_v * t)?;
+    {
+        let RecurLayer {
+            ssm_state,
+            ssm_state_alt,
+            ..
+        } = rl;
+        e.gdn_scan_s128(
+            &q_l2,
+            &k_l2,
+            &v_g,
+            &g_log,
+            &beta,
+            ssm_state,
+            ssm_state_alt,
+            &mut o,
+            num_v,
+            t,
+            scale,
+        )?;
+    }
+    std::mem::swap(&mut rl.ssm_state, &mut rl.ssm_state_alt);
+    let stash = GdnStash {
+        qkv_mixed: x.qkv_mixed,
+        q_l2,
+        k_l2,
+        v_g,
+        g_log,
+        beta,
+    };
+    Ok((o, stash))
+}
+
+/// spec.rs's replay-free commit of the first `j` verify rows of one linear layer: the ring
+/// rebuilt from the snapshot's by copies, the state by a `j`-row scan from the snapshot's.
+pub fn commit_verified_prefix(
+    e: &Engine,
+    cache: &mut Cache,
+    snap: &CacheSnapshot,
+    st: &GdnStash,
+    il: usize,
+    g: Geometry,
+    j: usize,
+) -> Result<(), Box<dyn Error>> {
+    let (d_state, num_v, conv_dim) = (D_STATE, g.num_v, g.conv_dim());
+    let scale = 1.0 / (d_state as f32).sqrt();
+    if let Some(rl) = cache.recur[il].as_mut() {
+        let ring_old = snap.conv[il].as_ref().expect("snapshot missing conv");
+        e.ssm_conv_ring_rebuild(
+            &st.qkv_mixed,
+            ring_old,
+            &mut rl.conv_state,
+            conv_dim,
+            j,
+            D_CONV,
+        )?;
+        let state_in = snap.ssm[il].as_ref().expect("snapshot missing ssm");
+        let mut o = e.uninit(d_state * num_v * j)?;
+        e.gdn_scan_s128(
+            &st.q_l2,
+            &st.k_l2,
+            &st.v_g,
+            &st.g_log,
+            &st.beta,
+            state_in,
+            &mut rl.ssm_state,
+            &mut o,
+            num_v,
+            j,
+            scale,
+        )?;
+    }
+    cache.pos = snap.pos + j;
+    Ok(())
+}
+
 /// The 0.136 packed verify of `t` rows of one sequence, snapshots optional and pre-built.
 #[allow(clippy::too_many_arguments)]
 pub fn packed_verify(
@@ -677,6 +815,52 @@ fn engines_and_buffers_cross_threads() -> Result<(), Box<dyn Error>> {
         let counts = e.alloc_u32_zeroed(4)?;
         assert_eq!(e.dtoh_u32(&counts)?, vec![0; 4]);
         assert_eq!(e.dtoh_i32(&cache.len_d)?, vec![0]);
+    }
+    Ok(())
+}
+
+#[test]
+fn a_partial_accept_commits_the_state_of_its_rows() -> Result<(), Box<dyn Error>> {
+    let s = seed();
+    let g = Geometry { num_k: 2, num_v: 4 };
+    const T: usize = 4;
+    for e in engines() {
+        let la = layer(&e, g, s)?;
+        for j in 1..T {
+            let rows = row_inputs(&e, g, T, s ^ 11)?;
+            // The reference: the first j rows decoded one at a time.
+            let mut eager = Cache::new(&e, g, 1)?;
+            prime(&e, &mut eager, g, s)?;
+            for r in 0..j {
+                let row = RowInputs {
+                    qkv_mixed: e.clone_dtod(&rows_of(&rows.qkv_mixed, r, g.conv_dim()))?,
+                    beta_raw: e.clone_dtod(&rows_of(&rows.beta_raw, r, g.num_v))?,
+                    alpha: e.clone_dtod(&rows_of(&rows.alpha, r, g.num_v))?,
+                };
+                linear_attn_decode(&e, &la, &mut eager, 0, &row, g, false)?;
+            }
+            // The verify of all T rows, then the commit of the first j.
+            let mut cache = Cache::new(&e, g, 1)?;
+            prime(&e, &mut cache, g, s)?;
+            let snap = cache.snapshot(&e)?;
+            let (_o, stash) = linear_attn_verify_t(&e, &la, &mut cache, 0, rows, g, T)?;
+            commit_verified_prefix(&e, &mut cache, &snap, &stash, 0, g, j)?;
+            let (want, got) = (
+                eager.recur[0].as_ref().unwrap(),
+                cache.recur[0].as_ref().unwrap(),
+            );
+            assert_eq!(
+                bits(&e, &got.conv_state),
+                bits(&e, &want.conv_state),
+                "j={j}: ring (seed {s:#x})"
+            );
+            assert_eq!(
+                bits(&e, &got.ssm_state),
+                bits(&e, &want.ssm_state),
+                "j={j}: state (seed {s:#x})"
+            );
+            assert_eq!(cache.pos, j);
+        }
     }
     Ok(())
 }

@@ -1225,6 +1225,98 @@ fn single_sequence_ops_refuse_short_states_before_writing_anything() {
 }
 
 #[test]
+fn the_ring_rebuild_gives_the_verify_s_ring_after_each_accepted_row() {
+    const T: usize = 5;
+    let seed = fresh_seed();
+    for e in engines() {
+        let mut case = ConvCase::new(&e, seed, T);
+        let mut snaps = e
+            .htod(&poison((T - 1) * CONV_DIM * PAD))
+            .expect("snap_conv");
+        let mut outs = e.uninit(T * CONV_DIM).expect("conv_outs");
+        e.ssm_conv1d_fused_decode_tloop(
+            &case.qkv,
+            &case.table,
+            &case.w,
+            &mut outs,
+            Some(&mut snaps),
+            CONV_DIM,
+            D_CONV,
+            T,
+        )
+        .expect("packed conv");
+        let snaps = e.dtoh(&snaps).expect("dtoh");
+        let last = e.dtoh(&case.ring).expect("dtoh");
+        case.rewind(&e);
+        // The ring after j accepted rows: the initial one, a snapshot, or the final one.
+        let want = |j: usize| -> Vec<u32> {
+            match j {
+                0 => bits(&case.ring0),
+                j if j < T => bits(&snaps[(j - 1) * CONV_DIM * PAD..j * CONV_DIM * PAD]),
+                _ => bits(&last),
+            }
+        };
+        for j in 0..=T {
+            let mut conv_state = e.htod(&poison(CONV_DIM * PAD)).expect("conv_state");
+            e.ssm_conv_ring_rebuild(&case.qkv, &case.ring, &mut conv_state, CONV_DIM, j, D_CONV)
+                .expect("rebuild");
+            assert!(
+                bits(&e.dtoh(&conv_state).expect("dtoh")) == want(j),
+                "j={}: rebuilt ring, {}",
+                j,
+                replay(seed)
+            );
+            assert!(
+                bits(&e.dtoh(&case.ring).expect("dtoh")) == bits(&case.ring0),
+                "j={}: the old ring changed",
+                j
+            );
+        }
+        // Too few rows for j: refused before the ring is touched.
+        let mut conv_state = e.htod(&poison(CONV_DIM * PAD)).expect("conv_state");
+        let err = e
+            .ssm_conv_ring_rebuild(
+                &case.qkv,
+                &case.ring,
+                &mut conv_state,
+                CONV_DIM,
+                T + 1,
+                D_CONV,
+            )
+            .expect_err("j above the rows given");
+        assert_eq!(status(&*err), Status::InvalidArgument, "{}", err);
+        assert!(message(&*err).contains("'qkv'"), "{}", err);
+        assert!(e
+            .dtoh(&conv_state)
+            .expect("dtoh")
+            .iter()
+            .all(|x| x.to_bits() == POISON));
+        // In a graph, as spec.rs's commit replays it.
+        let graph = e
+            .capture_graph(|e: &Engine| {
+                e.ssm_conv_ring_rebuild(
+                    &case.qkv,
+                    &case.ring,
+                    &mut conv_state,
+                    CONV_DIM,
+                    2,
+                    D_CONV,
+                )?;
+                Ok(())
+            })
+            .expect("capture");
+        e.htod_f32_into(&poison(CONV_DIM * PAD), &mut conv_state)
+            .expect("poison");
+        graph.launch().expect("replay");
+        assert!(
+            bits(&e.dtoh(&conv_state).expect("dtoh")) == want(2),
+            "replayed rebuild, {}",
+            replay(seed)
+        );
+    }
+}
+
+#[test]
 fn copies_are_bit_exact_and_write_only_their_range() {
     let seed = fresh_seed();
     let specials = [
@@ -1266,6 +1358,14 @@ fn copies_are_bit_exact_and_write_only_their_range() {
         e.copy_into(&mut dst.slice_mut(10..20), 3, &src.slice(100..), 5)
             .expect("views");
         assert!(bits(&e.dtoh(&dst.slice(13..18)).expect("dtoh")) == bits(&host[100..105]));
+        e.dtod_copy_into(&src.slice(200..230), &mut dst, 4950)
+            .expect("dtod_copy_into");
+        assert!(bits(&e.dtoh(&dst.slice(4950..4980)).expect("dtoh")) == bits(&host[200..230]));
+        assert!(e
+            .dtoh(&dst.slice(4980..))
+            .expect("dtoh")
+            .iter()
+            .all(|x| x.to_bits() == POISON));
         e.copy_into(&mut dst, 0, &src, 0).expect("an empty copy");
         for (off, len) in [(4999usize, 2usize), (0, 4100), (usize::MAX, 2)] {
             let before = e.dtoh(&dst).expect("dtoh");
@@ -1386,7 +1486,11 @@ fn copies_at_any_offset_and_clones_made_in_a_step_replay_in_a_graph() {
             .expect("poison the clone");
         graph.launch().expect("replay");
         let got = e.dtoh(&dst).expect("dtoh");
-        assert!(bits(&got[17..273]) == bits(&host), "copy_into, {}", replay(seed));
+        assert!(
+            bits(&got[17..273]) == bits(&host),
+            "copy_into, {}",
+            replay(seed)
+        );
         assert!(got[..17]
             .iter()
             .chain(&got[273..])
