@@ -46,42 +46,12 @@
 #define GV_GUARD ((size_t)16)
 #define GV_B_MAX ((size_t)32)
 
-/* The tensors a verify writes, in the order they are reported. The first six are the optional
- * activations (bit i of gv_case.outs asks for tensor i). */
-enum gv_tensor {
-    GV_CONV_OUTS,
-    GV_Q_L2,
-    GV_K_L2,
-    GV_V_G,
-    GV_BETA,
-    GV_G_LOG,
-    GV_O,
-    GV_SNAP_CONV,
-    GV_SNAP_SSM,
-    GV_RING,
-    GV_CANONICAL,
-    GV_ALTERNATE,
-    GV_N_TENSORS
-};
+/* The tensors a verify writes are tests/testutil.h's (enum tu_gdn_tensor, in the order they
+ * are reported). The first six are the optional activations (bit i of gv_case.outs asks for
+ * tensor i); the first TU_GDN_N_VIEWS live in the output arena, the rest are per-sequence
+ * buffers. */
 #define GV_N_OPTIONAL 6
 #define GV_ALL_OUTS ((1u << GV_N_OPTIONAL) - 1)
-/* The tensors that live in the output arena (the rest are per-sequence buffers). */
-#define GV_N_ARENA (GV_SNAP_SSM + 1)
-
-static const char *const gv_name[GV_N_TENSORS] = {
-    "conv_outs",
-    "q_l2",
-    "k_l2",
-    "v_g",
-    "beta",
-    "g_log",
-    "o",
-    "conv snapshots",
-    "state snapshots",
-    "final ring",
-    "canonical state",
-    "alternate state",
-};
 
 typedef struct gv_case {
     size_t num_k, num_v, t, b, d_conv;
@@ -170,24 +140,24 @@ static gv_layout gv_layout_of(const tu_gdn_shape *sh, size_t t, size_t b, int te
 {
     const size_t S = MEMRA_D_STATE, snaps = t >= 1 ? b * (t - 1) : 0;
     switch (tensor) {
-    case GV_CONV_OUTS:
+    case TU_GDN_CONV_OUTS:
         return (gv_layout){b * t, sh->conv_dim, 2 * sh->key_dim, S};
-    case GV_Q_L2:
-    case GV_K_L2:
-    case GV_V_G:
-    case GV_O:
+    case TU_GDN_Q_L2:
+    case TU_GDN_K_L2:
+    case TU_GDN_V_G:
+    case TU_GDN_O:
         return (gv_layout){b * t, sh->value_dim, 0, S};
-    case GV_BETA:
-    case GV_G_LOG:
+    case TU_GDN_BETA:
+    case TU_GDN_G_LOG:
         return (gv_layout){b * t, sh->num_v, 0, 1};
-    case GV_SNAP_CONV:
+    case TU_GDN_SNAP_CONV:
         return (gv_layout){snaps, sh->ring_words, 2 * sh->key_dim * sh->pad, S * sh->pad};
-    case GV_SNAP_SSM:
+    case TU_GDN_SNAP_SSM:
         return (gv_layout){snaps, sh->state_words, 0, S * S};
-    case GV_RING:
+    case TU_GDN_RING:
         return (gv_layout){b, sh->ring_words, 2 * sh->key_dim * sh->pad, S * sh->pad};
-    case GV_CANONICAL:
-    case GV_ALTERNATE:
+    case TU_GDN_CANONICAL:
+    case TU_GDN_ALTERNATE:
         return (gv_layout){b, sh->state_words, 0, S * S};
     }
     cr_assert_fail("gv_layout_of: unknown tensor %d", tensor);
@@ -221,24 +191,24 @@ static void gv_host_tiled(const tu_gdn_shape *sh, size_t t, size_t b, const gv_h
     out->w = gv_tiled_copy(h->w, w, sh);
     out->dt_bias = gv_tiled_copy(h->dt_bias, heads, sh);
     out->a = gv_tiled_copy(h->a, heads, sh);
-    out->ring0 = gv_tiled_copy(h->ring0, gv_layout_of(sh, t, b, GV_RING), sh);
-    out->state0 = gv_tiled_copy(h->state0, gv_layout_of(sh, t, b, GV_CANONICAL), sh);
-    out->alt0 = gv_tiled_copy(h->alt0, gv_layout_of(sh, t, b, GV_ALTERNATE), sh);
-    out->qkv = gv_tiled_copy(h->qkv, gv_layout_of(sh, t, b, GV_CONV_OUTS), sh);
-    out->beta_raw = gv_tiled_copy(h->beta_raw, gv_layout_of(sh, t, b, GV_BETA), sh);
-    out->alpha = gv_tiled_copy(h->alpha, gv_layout_of(sh, t, b, GV_G_LOG), sh);
+    out->ring0 = gv_tiled_copy(h->ring0, gv_layout_of(sh, t, b, TU_GDN_RING), sh);
+    out->state0 = gv_tiled_copy(h->state0, gv_layout_of(sh, t, b, TU_GDN_CANONICAL), sh);
+    out->alt0 = gv_tiled_copy(h->alt0, gv_layout_of(sh, t, b, TU_GDN_ALTERNATE), sh);
+    out->qkv = gv_tiled_copy(h->qkv, gv_layout_of(sh, t, b, TU_GDN_CONV_OUTS), sh);
+    out->beta_raw = gv_tiled_copy(h->beta_raw, gv_layout_of(sh, t, b, TU_GDN_BETA), sh);
+    out->alpha = gv_tiled_copy(h->alpha, gv_layout_of(sh, t, b, TU_GDN_G_LOG), sh);
 }
 
 /* ---- Results ---- */
 
 typedef struct gv_result {
-    float *t[GV_N_TENSORS];
-    size_t len[GV_N_TENSORS];
+    float *t[TU_GDN_N_TENSORS];
+    size_t len[TU_GDN_N_TENSORS];
 } gv_result;
 
 static void gv_result_make(const tu_gdn_shape *sh, size_t t, size_t b, gv_result *r)
 {
-    for (int i = 0; i < GV_N_TENSORS; i++) {
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
         r->len[i] = gv_len(sh, t, b, i);
         r->t[i] = gv_array(r->len[i]);
     }
@@ -246,7 +216,7 @@ static void gv_result_make(const tu_gdn_shape *sh, size_t t, size_t b, gv_result
 
 static void gv_result_free(gv_result *r)
 {
-    for (int i = 0; i < GV_N_TENSORS; i++)
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++)
         free(r->t[i]);
 }
 
@@ -337,14 +307,14 @@ static void gv_seqs_collect(MemraEngine *e, const tu_gdn_shape *sh, const gv_seq
     float *buf = gv_array(sh->state_words + GV_GUARD);
     for (size_t s = 0; s < q->b; s++) {
         const MemraSliceMutF32 bufs[3] = {q->ring[s], q->canonical[s], q->alternate[s]};
-        const int tensors[3] = {GV_RING, GV_CANONICAL, GV_ALTERNATE};
+        const int tensors[3] = {TU_GDN_RING, TU_GDN_CANONICAL, TU_GDN_ALTERNATE};
         for (int i = 0; i < 3; i++) {
             const size_t words = i == 0 ? sh->ring_words : sh->state_words;
             tu_download_into(e, tu_view(bufs[i]), buf);
             memcpy(r->t[tensors[i]] + s * words, buf, words * sizeof *buf);
             tu_expect_bits(buf + words, gv_guard_words, GV_GUARD,
                            "%s, %s: the guard words after the %s of sequence %zu", desc, what,
-                           gv_name[tensors[i]], s);
+                           tu_gdn_tensor_name[tensors[i]], s);
         }
     }
     free(buf);
@@ -363,39 +333,40 @@ static void gv_program(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
     MemraSliceMutF32 qkv = tu_upload(e, h->qkv, b * t * cd);
     MemraSliceMutF32 beta_raw = tu_upload(e, h->beta_raw, b * t * nv);
     MemraSliceMutF32 alpha = tu_upload(e, h->alpha, b * t * nv);
-    MemraSliceMutF32 out[GV_N_ARENA];
-    for (int i = 0; i < GV_N_ARENA; i++)
+    MemraSliceMutF32 out[TU_GDN_N_VIEWS];
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         out[i] = tu_poisoned(e, ref->len[i] ? ref->len[i] : 1);
     gv_seqs q;
     gv_seqs_fill(e, sh, h, &q, b, true);
     MemraSliceMutU64 table = gv_table(e, &q);
-    const MemraSliceMutF32 snap_conv = ref->len[GV_SNAP_CONV] ? out[GV_SNAP_CONV] : none;
-    const MemraSliceMutF32 snap_ssm = ref->len[GV_SNAP_SSM] ? out[GV_SNAP_SSM] : none;
+    const MemraSliceMutF32 snap_conv = ref->len[TU_GDN_SNAP_CONV] ? out[TU_GDN_SNAP_CONV] : none;
+    const MemraSliceMutF32 snap_ssm = ref->len[TU_GDN_SNAP_SSM] ? out[TU_GDN_SNAP_SSM] : none;
 
     TU_OK(memra_ssm_conv1d_fused_decode_tloop(e, tu_view(qkv), tu_view_u64(table), tu_view(w),
-                                              out[GV_CONV_OUTS], snap_conv, cd, sh->d_conv, t, b));
-    TU_OK(memra_gdn_prep_decode_b(e, tu_view(out[GV_CONV_OUTS]), tu_view(beta_raw), tu_view(alpha),
-                                  tu_view(dt_bias), tu_view(a), out[GV_Q_L2], out[GV_K_L2],
-                                  out[GV_V_G], out[GV_BETA], out[GV_G_LOG], MEMRA_D_STATE, nv,
-                                  sh->num_k, sh->key_dim, TU_GDN_EPS, cd, b * t));
-    TU_OK(memra_gdn_scan_s128_tsnap(e, tu_view(out[GV_Q_L2]), tu_view(out[GV_K_L2]),
-                                    tu_view(out[GV_V_G]), tu_view(out[GV_G_LOG]),
-                                    tu_view(out[GV_BETA]), tu_view_u64(table), out[GV_O], nv, t, b,
-                                    TU_GDN_SCALE, snap_ssm));
-    for (int i = 0; i < GV_N_ARENA; i++)
+                                              out[TU_GDN_CONV_OUTS], snap_conv, cd, sh->d_conv, t,
+                                              b));
+    TU_OK(memra_gdn_prep_decode_b(
+        e, tu_view(out[TU_GDN_CONV_OUTS]), tu_view(beta_raw), tu_view(alpha), tu_view(dt_bias),
+        tu_view(a), out[TU_GDN_Q_L2], out[TU_GDN_K_L2], out[TU_GDN_V_G], out[TU_GDN_BETA],
+        out[TU_GDN_G_LOG], MEMRA_D_STATE, nv, sh->num_k, sh->key_dim, TU_GDN_EPS, cd, b * t));
+    TU_OK(memra_gdn_scan_s128_tsnap(e, tu_view(out[TU_GDN_Q_L2]), tu_view(out[TU_GDN_K_L2]),
+                                    tu_view(out[TU_GDN_V_G]), tu_view(out[TU_GDN_G_LOG]),
+                                    tu_view(out[TU_GDN_BETA]), tu_view_u64(table), out[TU_GDN_O],
+                                    nv, t, b, TU_GDN_SCALE, snap_ssm));
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         if (ref->len[i])
             tu_download_into(e, tu_sub(out[i], 0, ref->len[i]), ref->t[i]);
     char desc[256];
     gv_describe(c, desc, sizeof desc);
     gv_seqs_collect(e, sh, &q, ref, desc, "the 1.0 program");
-    cr_assert(tu_all_finite(ref->t[GV_O], ref->len[GV_O]),
+    cr_assert(tu_all_finite(ref->t[TU_GDN_O], ref->len[TU_GDN_O]),
               "%s: the 1.0 program's o is not finite (the inputs are out of range)", desc);
 
     gv_seqs_free(e, &q);
     void *bufs[] = {w.ptr, dt_bias.ptr, a.ptr, qkv.ptr, beta_raw.ptr, alpha.ptr, table.ptr};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         tu_free(e, bufs[i]);
-    for (int i = 0; i < GV_N_ARENA; i++)
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         tu_free(e, out[i].ptr);
 }
 
@@ -407,7 +378,7 @@ typedef struct gv_run {
     MemraVerifyArgs args;
     /* One poisoned buffer holding every output view, GV_GAP words apart. */
     MemraSliceMutF32 arena;
-    size_t off[GV_N_ARENA], len[GV_N_ARENA];
+    size_t off[TU_GDN_N_VIEWS], len[TU_GDN_N_VIEWS];
     unsigned calls;
 } gv_run;
 
@@ -423,7 +394,7 @@ static bool gv_given(const gv_case *c, int i)
 {
     if (i < GV_N_OPTIONAL)
         return (c->outs >> i) & 1u;
-    if (i == GV_O)
+    if (i == TU_GDN_O)
         return true;
     return c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS && c->t >= 2;
 }
@@ -443,36 +414,36 @@ static void gv_check(MemraEngine *e, gv_run *r, const gv_seqs *q, const gv_resul
     gv_seqs_collect(e, sh, q, &got, desc, what);
 
     size_t at = 0;
-    for (int i = 0; i < GV_N_ARENA; i++) {
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++) {
         /* The poison before this view (the gap after the previous one). */
         tu_expect_poison(arena + at, r->off[i] - at, "%s, %s: the gap before %s", desc, what,
-                         gv_name[i]);
+                         tu_gdn_tensor_name[i]);
         const float *view = arena + r->off[i];
         const size_t n = r->len[i];
         if (!gv_given(c, i)) {
             tu_expect_poison(view, n ? n : 1, "%s, %s: %s was not asked for", desc, what,
-                             gv_name[i]);
+                             tu_gdn_tensor_name[i]);
         } else if (n > 0) {
             memcpy(got.t[i], view, n * sizeof *view);
         } else {
             /* A view of one word standing for a tensor of none (d_conv = 1 snapshots). */
             tu_expect_poison(view, 1, "%s, %s: the view of %s (0 words needed)", desc, what,
-                             gv_name[i]);
+                             tu_gdn_tensor_name[i]);
         }
         at = r->off[i] + (n ? n : 1);
     }
     tu_expect_poison(arena + at, r->arena.len - at, "%s, %s: the gap after the last view", desc,
                      what);
 
-    for (int i = 0; i < GV_N_TENSORS; i++) {
-        if (got.len[i] == 0 || (i < GV_N_ARENA && !gv_given(c, i)))
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
+        if (got.len[i] == 0 || (i < TU_GDN_N_VIEWS && !gv_given(c, i)))
             continue;
         const float *cmp = got.t[i];
         float *moved = NULL;
         if (c->order == MEMRA_HEAD_ORDER_GROUPED)
             cmp = moved = gv_tiled_copy(got.t[i], gv_layout_of(sh, c->t, c->b, i), sh);
         tu_expect_bits(cmp, ref->t[i], got.len[i], "%s, %s: %s against the 1.0 program%s", desc,
-                       what, gv_name[i],
+                       what, tu_gdn_tensor_name[i],
                        c->order == MEMRA_HEAD_ORDER_GROUPED ? " on head-permuted inputs" : "");
         free(moved);
     }
@@ -493,7 +464,7 @@ static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, 
     MemraSliceMutF32 alpha = tu_upload(e, h->alpha, b * t * nv);
 
     size_t at = GV_GAP;
-    for (int i = 0; i < GV_N_ARENA; i++) {
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++) {
         r.len[i] = ref->len[i];
         r.off[i] = at;
         at += (r.len[i] ? r.len[i] : 1) + GV_GAP;
@@ -522,12 +493,12 @@ static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, 
     v->alpha = tu_view(alpha);
     v->dt_bias = tu_view(dt_bias);
     v->a = tu_view(a);
-    MemraSliceMutF32 *const views[GV_N_ARENA] = {
+    MemraSliceMutF32 *const views[TU_GDN_N_VIEWS] = {
         &v->conv_outs, &v->q_l2, &v->k_l2,      &v->v_g,      &v->beta,
         &v->g_log,     &v->o,    &v->snap_conv, &v->snap_ssm,
     };
-    for (int i = 0; i < GV_N_ARENA; i++)
-        if (gv_given(c, i) || (c->t1_snapshot_views && i >= GV_SNAP_CONV))
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
+        if (gv_given(c, i) || (c->t1_snapshot_views && i >= TU_GDN_SNAP_CONV))
             *views[i] = tu_sub_mut(r.arena, r.off[i], r.len[i] ? r.len[i] : 1);
 
     if (!c->graph) {
@@ -569,10 +540,10 @@ static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, 
         gv_result after;
         gv_result_make(sh, t, b, &after);
         gv_seqs_collect(e, sh, &first, &after, "capture", "after the replays");
-        for (int i = GV_RING; i <= GV_ALTERNATE; i++)
+        for (int i = TU_GDN_RING; i <= TU_GDN_ALTERNATE; i++)
             tu_expect_bits(after.t[i], kept.t[i], kept.len[i],
                            "a replay after rebinding wrote the %s the graph was captured with",
-                           gv_name[i]);
+                           tu_gdn_tensor_name[i]);
         gv_result_free(&kept);
         gv_result_free(&after);
         gv_seqs_free(e, &now);

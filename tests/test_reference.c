@@ -56,19 +56,13 @@ enum rf_tensor {
     RF_N_TENSORS
 };
 
-static const char *const rf_name[RF_N_TENSORS] = {
-    "conv_out",
-    "q_l2",
-    "k_l2",
-    "v_g",
-    "beta",
-    "g_log",
-    "o",
-    "final state",
-    "final conv ring",
-    "conv snapshots",
-    "state snapshots",
-};
+/* Names in failure messages: the first seven tensors are tests/testutil.h's first seven. */
+static const char *rf_name(int tensor)
+{
+    static const char *const rest[] = {"final state", "final conv ring", "conv snapshots",
+                                       "state snapshots"};
+    return tensor < RF_STATE ? tu_gdn_tensor_name[tensor] : rest[tensor - RF_STATE];
+}
 
 typedef struct rf_host {
     float *w, *dt_bias, *a;
@@ -300,12 +294,12 @@ static void rf_compare(const char *what, const rf_param *p, uint64_t seed, const
         cr_assert(tu_all_finite(g->t[i], x->len[i]),
                   "%s (num_k=%zu num_v=%zu d_conv=%zu T=%zu B=%zu, " TU_SEED_FMT
                   "): %s is not finite",
-                  what, p->num_k, p->num_v, p->d_conv, p->t, p->b, seed, rf_name[i]);
+                  what, p->num_k, p->num_v, p->d_conv, p->t, p->b, seed, rf_name(i));
         const double err = tu_rel_err(g->t[i], x->t[i], x->len[i]);
         cr_assert(err <= RF_TOL,
                   "%s (num_k=%zu num_v=%zu d_conv=%zu T=%zu B=%zu, " TU_SEED_FMT
                   "): %s is %.3g from the float64 evaluation (relative, limit %g)",
-                  what, p->num_k, p->num_v, p->d_conv, p->t, p->b, seed, rf_name[i], err, RF_TOL);
+                  what, p->num_k, p->num_v, p->d_conv, p->t, p->b, seed, rf_name(i), err, RF_TOL);
     }
 }
 
