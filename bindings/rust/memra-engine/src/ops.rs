@@ -45,6 +45,33 @@ macro_rules! named_ops {
     };
 }
 
+/// Defines a packed operation twice from one parameter list and one body, as memra-engine
+/// names it: for one sequence (`b_n` is 1) and `_batched` (`b_n` is a parameter, where `[b_n]`
+/// stands in the list). Errors name each as `Engine::<name>` (the constant `F`).
+macro_rules! packed_ops {
+    (
+        fn(&$s:ident, $($pre:ident: $pty:ty,)* [$bn:ident], $($post:ident: $poty:ty,)*)
+        $body:block
+        $(#[$sdoc:meta])* $single:ident;
+        $(#[$bdoc:meta])* $batched:ident;
+    ) => {
+        $(#[$sdoc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $single(&$s, $($pre: $pty,)* $($post: $poty,)*) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($single));
+            let $bn: usize = 1;
+            $body
+        }
+
+        $(#[$bdoc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $batched(&$s, $($pre: $pty,)* $bn: usize, $($post: $poty,)*) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($batched));
+            $body
+        }
+    };
+}
+
 impl Engine {
     /// `buf` as argument `name` of `func` (see [`Engine::arg`]).
     fn t<'b, T, B: DevicePtr<T> + ?Sized>(
@@ -511,215 +538,118 @@ impl Engine {
         gdn_scan_s128_view();
     }
 
-    /// Packed conv for one sequence: `t` conv steps in one launch, bit-identical to `t` chained
-    /// [`Engine::ssm_conv1d_fused_decode_b_view`] calls (`memra_ssm_conv1d_fused_decode_tloop`
-    /// with `b_n = 1`).
-    ///
-    /// `qkv` is `[t, conv_dim]`; `table` is `[conv ring, canonical state, alternate state]`
-    /// (only the ring is used: read at execution, rolled through all `t` rows); `conv_outs` is
-    /// `[t, conv_dim]`; `snap_conv`, when given, `[t - 1, conv_dim, d_conv - 1]`: entry r is the
-    /// ring after row r.
-    #[allow(clippy::too_many_arguments)]
-    pub fn ssm_conv1d_fused_decode_tloop(
-        &self,
-        qkv: &impl DevicePtr<f32>,
-        table: &impl DevicePtr<u64>,
-        w: &impl DevicePtr<f32>,
-        conv_outs: &mut impl DevicePtrMut<f32>,
-        snap_conv: Option<&mut CudaSlice<f32>>,
-        conv_dim: usize,
-        d_conv: usize,
-        t: usize,
-    ) -> Result<()> {
-        Ok(self.tloop(
-            "Engine::ssm_conv1d_fused_decode_tloop",
-            qkv,
-            table,
-            w,
-            conv_outs,
-            snap_conv,
-            conv_dim,
-            d_conv,
-            t,
-            1,
-        )?)
+    packed_ops! {
+        fn(
+            &self,
+            qkv: &impl DevicePtr<f32>,
+            table: &impl DevicePtr<u64>,
+            w: &impl DevicePtr<f32>,
+            conv_outs: &mut impl DevicePtrMut<f32>,
+            snap_conv: Option<&mut CudaSlice<f32>>,
+            conv_dim: usize,
+            d_conv: usize,
+            t: usize,
+            [b_n],
+        ) {
+            let g = self.lock();
+            let qkv = self.t(&g, F, "qkv", qkv)?.f32();
+            let table = self.t(&g, F, "table", table)?.u64();
+            let w = self.t(&g, F, "w", w)?.f32();
+            let conv_outs = self.t(&g, F, "conv_outs", &*conv_outs)?.f32_mut();
+            let snap_conv = self.opt(&g, F, "snap_conv", &snap_conv)?;
+            // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
+            // (or {NULL, 0}).
+            Ok(check(unsafe {
+                sys::memra_ssm_conv1d_fused_decode_tloop(
+                    self.raw(),
+                    qkv,
+                    table,
+                    w,
+                    conv_outs,
+                    snap_conv,
+                    conv_dim,
+                    d_conv,
+                    t,
+                    b_n,
+                )
+            })?)
+        }
+
+        /// Packed conv for one sequence: `t` conv steps in one launch, bit-identical to `t`
+        /// chained [`Engine::ssm_conv1d_fused_decode_b_view`] calls
+        /// (`memra_ssm_conv1d_fused_decode_tloop` with `b_n = 1`).
+        ///
+        /// `qkv` is `[t, conv_dim]`; `table` is `[conv ring, canonical state, alternate state]`
+        /// (only the ring is used: read at execution, rolled through all `t` rows);
+        /// `conv_outs` is `[t, conv_dim]`; `snap_conv`, when given,
+        /// `[t - 1, conv_dim, d_conv - 1]`: entry r is the ring after row r.
+        ssm_conv1d_fused_decode_tloop;
+
+        /// Packed conv for `b_n` sequences of `t` rows each in one launch
+        /// (`memra_ssm_conv1d_fused_decode_tloop`): `qkv` and `conv_outs` are
+        /// `[b_n, t, conv_dim]`, `table` is `[b_n, 3]`, `snap_conv` `[b_n, t - 1, conv_dim,
+        /// d_conv - 1]`.
+        ssm_conv1d_fused_decode_tloop_batched;
     }
 
-    /// Packed conv for `b_n` sequences of `t` rows each in one launch
-    /// (`memra_ssm_conv1d_fused_decode_tloop`): `qkv` and `conv_outs` are
-    /// `[b_n, t, conv_dim]`, `table` is `[b_n, 3]`, `snap_conv` `[b_n, t - 1, conv_dim,
-    /// d_conv - 1]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn ssm_conv1d_fused_decode_tloop_batched(
-        &self,
-        qkv: &impl DevicePtr<f32>,
-        table: &impl DevicePtr<u64>,
-        w: &impl DevicePtr<f32>,
-        conv_outs: &mut impl DevicePtrMut<f32>,
-        snap_conv: Option<&mut CudaSlice<f32>>,
-        conv_dim: usize,
-        d_conv: usize,
-        t: usize,
-        b_n: usize,
-    ) -> Result<()> {
-        Ok(self.tloop(
-            "Engine::ssm_conv1d_fused_decode_tloop_batched",
-            qkv,
-            table,
-            w,
-            conv_outs,
-            snap_conv,
-            conv_dim,
-            d_conv,
-            t,
-            b_n,
-        )?)
-    }
+    packed_ops! {
+        fn(
+            &self,
+            q: &impl DevicePtr<f32>,
+            k: &impl DevicePtr<f32>,
+            v: &impl DevicePtr<f32>,
+            g_log: &impl DevicePtr<f32>,
+            beta: &impl DevicePtr<f32>,
+            table: &impl DevicePtr<u64>,
+            o_all: &mut impl DevicePtrMut<f32>,
+            num_v: usize,
+            t: usize,
+            [b_n],
+            scale: f32,
+            snap_ssm: Option<&mut CudaSlice<f32>>,
+        ) {
+            let g = self.lock();
+            let [q, k, v, g_log, beta] = self.inputs(&g, F, SCAN_IN, [q, k, v, g_log, beta])?;
+            let table = self.t(&g, F, "table", table)?.u64();
+            let o_all = self.t(&g, F, "o_all", &*o_all)?.f32_mut();
+            let snap_ssm = self.opt(&g, F, "snap_ssm", &snap_ssm)?;
+            // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
+            // (or {NULL, 0}).
+            Ok(check(unsafe {
+                sys::memra_gdn_scan_s128_tsnap(
+                    self.raw(),
+                    q,
+                    k,
+                    v,
+                    g_log,
+                    beta,
+                    table,
+                    o_all,
+                    num_v,
+                    t,
+                    b_n,
+                    scale,
+                    snap_ssm,
+                )
+            })?)
+        }
 
-    #[allow(clippy::too_many_arguments)]
-    fn tloop(
-        &self,
-        func: &str,
-        qkv: &dyn DevicePtr<f32>,
-        table: &dyn DevicePtr<u64>,
-        w: &dyn DevicePtr<f32>,
-        conv_outs: &mut dyn DevicePtrMut<f32>,
-        snap_conv: Option<&mut CudaSlice<f32>>,
-        conv_dim: usize,
-        d_conv: usize,
-        t: usize,
-        b_n: usize,
-    ) -> Res<()> {
-        let g = self.lock();
-        let qkv = self.t(&g, func, "qkv", qkv)?.f32();
-        let table = self.t(&g, func, "table", table)?.u64();
-        let w = self.t(&g, func, "w", w)?.f32();
-        let conv_outs = self.t(&g, func, "conv_outs", &*conv_outs)?.f32_mut();
-        let snap_conv = self.opt(&g, func, "snap_conv", &snap_conv)?;
-        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
-        // (or {NULL, 0}).
-        check(unsafe {
-            sys::memra_ssm_conv1d_fused_decode_tloop(
-                self.raw(),
-                qkv,
-                table,
-                w,
-                conv_outs,
-                snap_conv,
-                conv_dim,
-                d_conv,
-                t,
-                b_n,
-            )
-        })
-    }
+        /// Packed scan for one sequence: `t` recurrent steps in one launch, bit-identical to
+        /// `t` chained [`Engine::gdn_scan_s128_batched_view`] calls that ping-pong the state
+        /// (`memra_gdn_scan_s128_tsnap` with `b_n = 1`).
+        ///
+        /// `q`, `k`, `v` are `[t, num_v, 128]`, `g_log` and `beta` `[t, num_v]`; `table` is
+        /// `[conv ring (unused), canonical state, alternate state]`, read at execution: the
+        /// canonical state is read once and the final state lands in the alternate buffer when
+        /// `t` is odd, back in the canonical one when `t` is even. `o_all` is
+        /// `[t, num_v, 128]`; `snap_ssm`, when given, `[t - 1, num_v, 128, 128]`: entry r is
+        /// the state after row r.
+        gdn_scan_s128_tsnap;
 
-    /// Packed scan for one sequence: `t` recurrent steps in one launch, bit-identical to `t`
-    /// chained [`Engine::gdn_scan_s128_batched_view`] calls that ping-pong the state
-    /// (`memra_gdn_scan_s128_tsnap` with `b_n = 1`).
-    ///
-    /// `q`, `k`, `v` are `[t, num_v, 128]`, `g_log` and `beta` `[t, num_v]`; `table` is
-    /// `[conv ring (unused), canonical state, alternate state]`, read at execution: the
-    /// canonical state is read once and the final state lands in the alternate buffer when `t`
-    /// is odd, back in the canonical one when `t` is even. `o_all` is `[t, num_v, 128]`;
-    /// `snap_ssm`, when given, `[t - 1, num_v, 128, 128]`: entry r is the state after row r.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_scan_s128_tsnap(
-        &self,
-        q: &impl DevicePtr<f32>,
-        k: &impl DevicePtr<f32>,
-        v: &impl DevicePtr<f32>,
-        g_log: &impl DevicePtr<f32>,
-        beta: &impl DevicePtr<f32>,
-        table: &impl DevicePtr<u64>,
-        o_all: &mut impl DevicePtrMut<f32>,
-        num_v: usize,
-        t: usize,
-        scale: f32,
-        snap_ssm: Option<&mut CudaSlice<f32>>,
-    ) -> Result<()> {
-        Ok(self.tsnap(
-            "Engine::gdn_scan_s128_tsnap",
-            [q, k, v, g_log, beta],
-            table,
-            o_all,
-            num_v,
-            t,
-            1,
-            scale,
-            snap_ssm,
-        )?)
-    }
-
-    /// Packed scan for `b_n` sequences of `t` rows each in one launch
-    /// (`memra_gdn_scan_s128_tsnap`): activations `[b_n, t, ...]`, `table` `[b_n, 3]`,
-    /// `snap_ssm` `[b_n, t - 1, num_v, 128, 128]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_scan_s128_tsnap_batched(
-        &self,
-        q: &impl DevicePtr<f32>,
-        k: &impl DevicePtr<f32>,
-        v: &impl DevicePtr<f32>,
-        g_log: &impl DevicePtr<f32>,
-        beta: &impl DevicePtr<f32>,
-        table: &impl DevicePtr<u64>,
-        o_all: &mut impl DevicePtrMut<f32>,
-        num_v: usize,
-        t: usize,
-        b_n: usize,
-        scale: f32,
-        snap_ssm: Option<&mut CudaSlice<f32>>,
-    ) -> Result<()> {
-        Ok(self.tsnap(
-            "Engine::gdn_scan_s128_tsnap_batched",
-            [q, k, v, g_log, beta],
-            table,
-            o_all,
-            num_v,
-            t,
-            b_n,
-            scale,
-            snap_ssm,
-        )?)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn tsnap(
-        &self,
-        func: &str,
-        ins: [&dyn DevicePtr<f32>; 5],
-        table: &dyn DevicePtr<u64>,
-        o_all: &mut dyn DevicePtrMut<f32>,
-        num_v: usize,
-        t: usize,
-        b_n: usize,
-        scale: f32,
-        snap_ssm: Option<&mut CudaSlice<f32>>,
-    ) -> Res<()> {
-        let g = self.lock();
-        let [q, k, v, g_log, beta] = self.inputs(&g, func, SCAN_IN, ins)?;
-        let table = self.t(&g, func, "table", table)?.u64();
-        let o_all = self.t(&g, func, "o_all", &*o_all)?.f32_mut();
-        let snap_ssm = self.opt(&g, func, "snap_ssm", &snap_ssm)?;
-        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
-        // (or {NULL, 0}).
-        check(unsafe {
-            sys::memra_gdn_scan_s128_tsnap(
-                self.raw(),
-                q,
-                k,
-                v,
-                g_log,
-                beta,
-                table,
-                o_all,
-                num_v,
-                t,
-                b_n,
-                scale,
-                snap_ssm,
-            )
-        })
+        /// Packed scan for `b_n` sequences of `t` rows each in one launch
+        /// (`memra_gdn_scan_s128_tsnap`): activations `[b_n, t, ...]`, `table` `[b_n, 3]`,
+        /// `snap_ssm` `[b_n, t - 1, num_v, 128, 128]`.
+        gdn_scan_s128_tsnap_batched;
     }
 }
 

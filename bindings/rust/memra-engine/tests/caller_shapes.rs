@@ -7,11 +7,14 @@
 //! CUDA where a device is usable) and check that the single-sequence decode, the batched decode,
 //! the packed verify and the commit of a partial accept agree bit for bit.
 
+mod common;
+
 use std::any::Any;
 use std::collections::HashMap;
 use std::error::Error;
 use std::sync::Arc;
 
+use common::{device_bits, engines, fresh_seed, random};
 use cudarc::driver::{CudaGraph, CudaSlice, CudaStream, CudaView, DevicePtr};
 use memra_engine::Engine;
 
@@ -89,26 +92,6 @@ pub struct DecodeGraph {
 pub struct PendingStep {
     pub logits: CudaSlice<f32>,
     pub readback: Arc<CudaStream>,
-}
-
-/// Inputs nobody chose, from a seed (xorshift).
-fn varied(len: usize, seed: u64, spread: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32 * spread
-        })
-        .collect()
-}
-
-fn seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0x5eed)
 }
 
 pub fn upload(e: &Engine, host: &[f32]) -> Result<CudaSlice<f32>, Box<dyn Error>> {
@@ -567,13 +550,13 @@ pub fn packed_verify(
 fn layer(e: &Engine, g: Geometry, seed: u64) -> Result<LinearLayer, Box<dyn Error>> {
     Ok(LinearLayer {
         ssm_conv1d: Weight {
-            data: upload(e, &varied(g.conv_dim() * D_CONV, seed, 0.5))?,
+            data: upload(e, &random(g.conv_dim() * D_CONV, seed, 10, 0.5))?,
         },
         ssm_dt: Weight {
-            data: upload(e, &varied(g.num_v, seed ^ 1, 0.5))?,
+            data: upload(e, &random(g.num_v, seed, 11, 0.5))?,
         },
         ssm_a: Weight {
-            data: upload(e, &varied(g.num_v, seed ^ 2, 1.0))?,
+            data: upload(e, &random(g.num_v, seed, 12, 1.0))?,
         },
     })
 }
@@ -585,51 +568,26 @@ fn row_inputs(
     seed: u64,
 ) -> Result<RowInputs, Box<dyn Error>> {
     Ok(RowInputs {
-        qkv_mixed: upload(e, &varied(rows * g.conv_dim(), seed, 1.0))?,
-        beta_raw: upload(e, &varied(rows * g.num_v, seed ^ 3, 2.0))?,
-        alpha: upload(e, &varied(rows * g.num_v, seed ^ 4, 2.0))?,
+        qkv_mixed: upload(e, &random(rows * g.conv_dim(), seed, 20, 1.0))?,
+        beta_raw: upload(e, &random(rows * g.num_v, seed, 21, 2.0))?,
+        alpha: upload(e, &random(rows * g.num_v, seed, 22, 2.0))?,
     })
-}
-
-/// The engines to run on: the CPU, and CUDA where a device is usable.
-fn engines() -> Vec<Engine> {
-    use memra_engine::{Backend, EngineOptions, Status};
-    let mut out = Vec::new();
-    for backend in [Backend::Cpu, Backend::Cuda] {
-        let options = EngineOptions {
-            backend,
-            ignore_env: true,
-            ..EngineOptions::default()
-        };
-        match Engine::with_options(&options) {
-            Ok(e) => out.push(e),
-            Err(err) if memra_engine::status_of(&*err) == Some(Status::NoDevice) => {
-                eprintln!("skipping the CUDA variant: {err}")
-            }
-            Err(err) => panic!("creating a {backend:?} engine: {err}"),
-        }
-    }
-    out
-}
-
-fn bits(e: &Engine, b: &CudaSlice<f32>) -> Vec<u32> {
-    e.dtoh(b).unwrap().iter().map(|x| x.to_bits()).collect()
 }
 
 /// Initial ring and state of sequence `s`, set the way a prefill would leave them.
 fn prime(e: &Engine, cache: &mut Cache, g: Geometry, s: u64) -> Result<(), Box<dyn Error>> {
     let rl = cache.recur[0].as_mut().unwrap();
     e.htod_f32_into(
-        &varied(g.conv_dim() * (D_CONV - 1), s, 1.0),
+        &random(g.conv_dim() * (D_CONV - 1), s, 30, 1.0),
         &mut rl.conv_state,
     )?;
-    e.htod_f32_into(&varied(g.state(), s ^ 9, 0.3), &mut rl.ssm_state)?;
+    e.htod_f32_into(&random(g.state(), s, 31, 0.3), &mut rl.ssm_state)?;
     Ok(())
 }
 
 #[test]
 fn single_sequence_and_batched_decode_agree_bitwise() -> Result<(), Box<dyn Error>> {
-    let s = seed();
+    let s = fresh_seed();
     let g = Geometry { num_k: 2, num_v: 4 };
     for e in engines() {
         let la = layer(&e, g, s)?;
@@ -673,13 +631,13 @@ fn single_sequence_and_batched_decode_agree_bitwise() -> Result<(), Box<dyn Erro
                     batched[b].recur[0].as_ref().unwrap(),
                 );
                 assert_eq!(
-                    bits(&e, &l.ssm_state),
-                    bits(&e, &r.ssm_state),
+                    device_bits(&e, &l.ssm_state),
+                    device_bits(&e, &r.ssm_state),
                     "step {step}: state {b}"
                 );
                 assert_eq!(
-                    bits(&e, &l.conv_state),
-                    bits(&e, &r.conv_state),
+                    device_bits(&e, &l.conv_state),
+                    device_bits(&e, &r.conv_state),
                     "step {step}: ring {b}"
                 );
             }
@@ -690,7 +648,7 @@ fn single_sequence_and_batched_decode_agree_bitwise() -> Result<(), Box<dyn Erro
 
 #[test]
 fn snapshots_roll_back_and_graphs_live_in_structs_and_maps() -> Result<(), Box<dyn Error>> {
-    let s = seed();
+    let s = fresh_seed();
     let g = Geometry { num_k: 2, num_v: 4 };
     for e in engines() {
         let la = layer(&e, g, s)?;
@@ -702,8 +660,8 @@ fn snapshots_roll_back_and_graphs_live_in_structs_and_maps() -> Result<(), Box<d
         cache.rollback(&e, &snap)?;
         let again = linear_attn_decode(&e, &la, &mut cache, 0, &x, g, true)?;
         assert_eq!(
-            bits(&e, &first),
-            bits(&e, &again),
+            device_bits(&e, &first),
+            device_bits(&e, &again),
             "the rolled-back step repeats"
         );
 
@@ -722,15 +680,19 @@ fn snapshots_roll_back_and_graphs_live_in_structs_and_maps() -> Result<(), Box<d
         decode.graph.launch()?;
         let o = out.borrow_mut().take().expect("the step ran");
         assert_eq!(
-            bits(&e, &o),
-            bits(&e, &first),
+            device_bits(&e, &o),
+            device_bits(&e, &first),
             "the replay is the first step"
         );
         assert_eq!(decode.keeper.len(), 1);
         store.insert(1, (decode.graph, decode.keeper));
         cache.rollback(&e, &snap)?;
         store.get(&1).unwrap().0.launch()?;
-        assert_eq!(bits(&e, &o), bits(&e, &first), "a replay from the map");
+        assert_eq!(
+            device_bits(&e, &o),
+            device_bits(&e, &first),
+            "a replay from the map"
+        );
 
         // capture_graph into an Option, an error reported with Display.
         let mut draft_graph: Option<CudaGraph> = None;
@@ -748,7 +710,7 @@ fn snapshots_roll_back_and_graphs_live_in_structs_and_maps() -> Result<(), Box<d
 
 #[test]
 fn the_packed_verify_takes_pre_built_snapshot_options() -> Result<(), Box<dyn Error>> {
-    let s = seed();
+    let s = fresh_seed();
     let g = Geometry { num_k: 2, num_v: 4 };
     const T: usize = 3;
     for e in engines() {
@@ -777,7 +739,10 @@ fn the_packed_verify_takes_pre_built_snapshot_options() -> Result<(), Box<dyn Er
                 readback: e.stream(),
             };
             pending.readback.synchronize()?;
-            results.push((bits(&e, &conv_outs), bits(&e, &pending.logits)));
+            results.push((
+                device_bits(&e, &conv_outs),
+                device_bits(&e, &pending.logits),
+            ));
         }
         assert_eq!(results[0], results[1], "snapshots change no output");
     }
@@ -786,7 +751,7 @@ fn the_packed_verify_takes_pre_built_snapshot_options() -> Result<(), Box<dyn Er
 
 #[test]
 fn engines_and_buffers_cross_threads() -> Result<(), Box<dyn Error>> {
-    let s = seed();
+    let s = fresh_seed();
     let g = Geometry { num_k: 2, num_v: 4 };
     for e in engines() {
         let e = Arc::new(e);
@@ -799,7 +764,7 @@ fn engines_and_buffers_cross_threads() -> Result<(), Box<dyn Error>> {
                 let e = Arc::clone(&e);
                 std::thread::spawn(move || -> Result<Vec<f32>, String> {
                     let rl = layer.expect("a recurrent layer");
-                    let host = varied(16, s ^ i as u64, 1.0);
+                    let host = random(16, s, i as u64, 1.0);
                     let src = e.htod(&host).map_err(|e| e.to_string())?;
                     let mut state = rl.ssm_state;
                     e.copy_into(&mut state, 0, &src, 16)
@@ -810,7 +775,7 @@ fn engines_and_buffers_cross_threads() -> Result<(), Box<dyn Error>> {
             .collect();
         for (i, h) in handles.into_iter().enumerate() {
             let got = h.join().expect("thread")?;
-            assert_eq!(got, varied(16, s ^ i as u64, 1.0));
+            assert_eq!(got, random(16, s, i as u64, 1.0));
         }
         let counts = e.alloc_u32_zeroed(4)?;
         assert_eq!(e.dtoh_u32(&counts)?, vec![0; 4]);
@@ -821,7 +786,7 @@ fn engines_and_buffers_cross_threads() -> Result<(), Box<dyn Error>> {
 
 #[test]
 fn a_partial_accept_commits_the_state_of_its_rows() -> Result<(), Box<dyn Error>> {
-    let s = seed();
+    let s = fresh_seed();
     let g = Geometry { num_k: 2, num_v: 4 };
     const T: usize = 4;
     for e in engines() {
@@ -850,13 +815,13 @@ fn a_partial_accept_commits_the_state_of_its_rows() -> Result<(), Box<dyn Error>
                 cache.recur[0].as_ref().unwrap(),
             );
             assert_eq!(
-                bits(&e, &got.conv_state),
-                bits(&e, &want.conv_state),
+                device_bits(&e, &got.conv_state),
+                device_bits(&e, &want.conv_state),
                 "j={j}: ring (seed {s:#x})"
             );
             assert_eq!(
-                bits(&e, &got.ssm_state),
-                bits(&e, &want.ssm_state),
+                device_bits(&e, &got.ssm_state),
+                device_bits(&e, &want.ssm_state),
                 "j={j}: state (seed {s:#x})"
             );
             assert_eq!(cache.pos, j);

@@ -6,13 +6,18 @@
 //! test runs on the CPU backend and, where a device is usable, on CUDA; inputs are fresh random
 //! values (MEMRA_TEST_SEED=0x... replays a failure's inputs).
 
+mod common;
+
 use std::cell::RefCell;
 use std::fmt;
-use std::io::Read;
 use std::panic::{self, AssertUnwindSafe};
 
+use common::{
+    bit_diffs, bits, engine_on, engines, fresh_seed, message, poison, random, replay, status,
+    POISON,
+};
 use memra_engine::{
-    status_of, Backend, CudaSlice, DevicePtr, Engine, EngineOptions, Status, VerifyArgs, VerifyMode,
+    Backend, CudaSlice, DevicePtr, Engine, EngineOptions, Status, VerifyArgs, VerifyMode,
 };
 
 const NUM_K: usize = 2;
@@ -21,97 +26,11 @@ const D_CONV: usize = 4;
 const KEY_DIM: usize = 128 * NUM_K;
 const CONV_DIM: usize = 2 * KEY_DIM + 128 * NUM_V;
 const PAD: usize = D_CONV - 1;
-/// A signalling-NaN bit pattern no kernel produces: an element still holding it was not
-/// written.
-const POISON: u32 = 0x7fa5_a5a5;
-
-/// A seed nobody chose (or MEMRA_TEST_SEED, to replay a failure).
-fn fresh_seed() -> u64 {
-    if let Ok(s) = std::env::var("MEMRA_TEST_SEED") {
-        let digits = s.trim_start_matches("0x");
-        return u64::from_str_radix(digits, 16).expect("MEMRA_TEST_SEED is hexadecimal");
-    }
-    let mut bytes = [0u8; 8];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .expect("read /dev/urandom");
-    u64::from_le_bytes(bytes)
-}
-
-/// How a failure names the seed that replays it.
-fn replay(seed: u64) -> String {
-    format!("MEMRA_TEST_SEED=0x{:016x}", seed)
-}
-
-/// `len` values in [-spread, spread) from `seed` and `stream` (splitmix64).
-fn random(len: usize, seed: u64, stream: u64, spread: f32) -> Vec<f32> {
-    let mut x = seed ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
-    (0..len)
-        .map(|_| {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * spread
-        })
-        .collect()
-}
-
 /// The calling thread's `memra_last_error_message()`.
 fn last_library_message() -> String {
     // SAFETY: the library returns a valid NUL-terminated string, never NULL.
     let message = unsafe { std::ffi::CStr::from_ptr(memra_sys::memra_last_error_message()) };
     message.to_string_lossy().into_owned()
-}
-
-/// The status of an error the facade returned.
-fn status(err: &(dyn std::error::Error + 'static)) -> Status {
-    status_of(err).unwrap_or_else(|| panic!("not an error of the facade: {}", err))
-}
-
-/// The library's (or the facade's) message of an error the facade returned.
-fn message(err: &(dyn std::error::Error + 'static)) -> String {
-    if let Some(e) = err.downcast_ref::<memra_engine::Error>() {
-        return e.message().to_string();
-    }
-    match err.downcast_ref::<memra_engine::CaptureError>() {
-        Some(e) => e.message().to_string(),
-        None => panic!("not an error of the facade: {}", err),
-    }
-}
-
-fn poison(len: usize) -> Vec<f32> {
-    vec![f32::from_bits(POISON); len]
-}
-
-fn bit_diffs(a: &[f32], b: &[f32]) -> usize {
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(b)
-        .filter(|(x, y)| x.to_bits() != y.to_bits())
-        .count()
-}
-
-/// One engine per backend this machine has: the CPU always, CUDA when a device is usable
-/// (otherwise the CUDA variant is skipped, saying why). The environment does not choose.
-fn engines() -> Vec<Engine> {
-    let mut engines = Vec::new();
-    for backend in [Backend::Cpu, Backend::Cuda] {
-        let options = EngineOptions {
-            backend,
-            ignore_env: true,
-            ..EngineOptions::default()
-        };
-        match Engine::with_options(&options) {
-            Ok(e) => engines.push(e),
-            Err(err) if backend == Backend::Cuda && status(&*err) == Status::NoDevice => {
-                eprintln!("skipping the CUDA variant: {}", err)
-            }
-            Err(err) => panic!("creating a {:?} engine: {}", backend, err),
-        }
-    }
-    engines
 }
 
 /// The packed conv of one sequence, its inputs and its outputs.
@@ -825,10 +744,6 @@ struct Decoded {
     o: Vec<f32>,
     state: Vec<u32>,
     ring: Vec<u32>,
-}
-
-fn bits(v: &[f32]) -> Vec<u32> {
-    v.iter().map(|x| x.to_bits()).collect()
 }
 
 const SCALE: f32 = 0.088_388_35;
@@ -1679,18 +1594,8 @@ fn verify_args_reach_the_1_1_entry_points() {
     const B: usize = 2;
     const T: usize = 3;
     let seed = fresh_seed();
-    let e = Engine::with_options(&EngineOptions {
-        backend: Backend::Cpu,
-        ignore_env: true,
-        ..EngineOptions::default()
-    })
-    .expect("CPU engine");
-    let other = Engine::with_options(&EngineOptions {
-        backend: Backend::Cpu,
-        ignore_env: true,
-        ..EngineOptions::default()
-    })
-    .expect("second CPU engine");
+    let e = engine_on(Backend::Cpu).expect("CPU engine");
+    let other = engine_on(Backend::Cpu).expect("second CPU engine");
     let qkv = e
         .htod(&random(B * T * CONV_DIM, seed, 1, 1.0))
         .expect("qkv");
