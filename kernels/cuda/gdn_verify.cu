@@ -178,6 +178,51 @@ static __device__ __forceinline__ void store_state(float *p, const float (&s)[SC
     }
 }
 
+/* What a block knows of its sequence once it has read the table row and, in journal mode, the
+ * accepted count: where its ring, states and journal are, how many journal rows it folds (n) and
+ * how many rows it runs in all (n + t). */
+struct verify_seq {
+    float *ring;
+    const float *state_in;
+    float *state_out;
+    float *jr;
+    size_t jhdr, jrow;
+    uint32_t n;
+    size_t rows;
+};
+
+/* Reads sequence b's table row when the kernel executes (a replayed graph follows a rewritten
+ * table) and checks its accepted count against the rows key head kh's journal holds. Every
+ * block of the sequence sees the same two numbers and takes the same branch, so with a bad
+ * count all of them return before any barrier (cluster barriers included) and leave the
+ * sequence untouched; thread 0 of each records the finding, the first record wins. */
+template <int PAD>
+static __device__ __forceinline__ bool open_sequence(const memra__verify_args &a, size_t b,
+                                                     size_t kh, unsigned tid, verify_seq &q)
+{
+    const bool journal = a.mode == MEMRA__MODE_JOURNAL;
+    const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
+    q.ring = PAD > 0 ? (float *)(uintptr_t)row[0] : nullptr;
+    q.state_in = (const float *)(uintptr_t)row[1];
+    q.state_out = (float *)(uintptr_t)row[(journal || a.t % 2 == 0) ? 1 : 2];
+    q.jr = journal ? (float *)(uintptr_t)row[2] : nullptr;
+    q.jhdr = MEMRA__JOURNAL_HEADER(a.num_k);
+    q.jrow = MEMRA__JOURNAL_ROW(a.conv_dim, a.num_v);
+    q.n = 0;
+    if (journal) {
+        const uint32_t held = word_u32(q.jr + kh);
+        q.n = a.accepted[b];
+        if (q.n > held) {
+            if (tid == 0)
+                record_error(a.err, a.err_claim, a.op, b, q.n, held,
+                             MEMRA__ERR_ACCEPTED_OVER_JOURNAL);
+            return false;
+        }
+    }
+    q.rows = q.n + a.t;
+    return true;
+}
+
 template <int DCONV, bool VEC>
 __global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
     gdn_verify_kernel(const memra__verify_args a)
@@ -203,29 +248,15 @@ __global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
     const unsigned c0 = grp * SCAN_COLS;
     const bool journal = a.mode == MEMRA__MODE_JOURNAL;
 
-    /* Table entries are read here, when the kernel executes. */
-    const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
-    float *ring = PAD > 0 ? (float *)(uintptr_t)row[0] : nullptr;
-    const float *state_in = (const float *)(uintptr_t)row[1];
-    float *state_out = (float *)(uintptr_t)row[(journal || t % 2 == 0) ? 1 : 2];
-    float *jr = journal ? (float *)(uintptr_t)row[2] : nullptr;
-    const size_t jhdr = MEMRA__JOURNAL_HEADER(a.num_k);
-    const size_t jrow = MEMRA__JOURNAL_ROW(conv_dim, num_v);
-
-    /* Journal: the accepted count against the rows the journal holds. Every block of the
-     * sequence sees the same two numbers and takes the same branch. */
-    uint32_t n = 0;
-    if (journal) {
-        const uint32_t held = word_u32(jr + kh);
-        n = a.accepted[b];
-        if (n > held) {
-            if (tid == 0)
-                record_error(a.err, a.err_claim, a.op, b, n, held,
-                             MEMRA__ERR_ACCEPTED_OVER_JOURNAL);
-            return;
-        }
-    }
-    const size_t rows = n + t;
+    verify_seq sq;
+    if (!open_sequence<PAD>(a, b, kh, tid, sq))
+        return;
+    float *const ring = sq.ring;
+    const float *const state_in = sq.state_in;
+    float *const state_out = sq.state_out;
+    float *const jr = sq.jr;
+    const size_t jhdr = sq.jhdr, jrow = sq.jrow, rows = sq.rows;
+    const uint32_t n = sq.n;
 
     /* This thread's channels: q and k channel tid of key head kh and (tid < 32) v channel
      * c0 + tid of head h; their places in shared memory are tid, 128 + tid and 256 + tid. */
@@ -563,28 +594,15 @@ __global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
     const unsigned c0 = grp * SCAN_COLS;
     const bool journal = a.mode == MEMRA__MODE_JOURNAL;
 
-    const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
-    float *ring = PAD > 0 ? (float *)(uintptr_t)row[0] : nullptr;
-    const float *state_in = (const float *)(uintptr_t)row[1];
-    float *state_out = (float *)(uintptr_t)row[(journal || t % 2 == 0) ? 1 : 2];
-    float *jr = journal ? (float *)(uintptr_t)row[2] : nullptr;
-    const size_t jhdr = MEMRA__JOURNAL_HEADER(a.num_k);
-    const size_t jrow = MEMRA__JOURNAL_ROW(conv_dim, num_v);
-
-    /* Every block of the cluster sees the same count and header word and takes the same
-     * branch, before any cluster barrier. */
-    uint32_t n = 0;
-    if (journal) {
-        const uint32_t held = word_u32(jr + kh);
-        n = a.accepted[b];
-        if (n > held) {
-            if (tid == 0)
-                record_error(a.err, a.err_claim, a.op, b, n, held,
-                             MEMRA__ERR_ACCEPTED_OVER_JOURNAL);
-            return;
-        }
-    }
-    const size_t rows = n + t;
+    verify_seq sq;
+    if (!open_sequence<PAD>(a, b, kh, tid, sq))
+        return;
+    float *const ring = sq.ring;
+    const float *const state_in = sq.state_in;
+    float *const state_out = sq.state_out;
+    float *const jr = sq.jr;
+    const size_t jhdr = sq.jhdr, jrow = sq.jrow, rows = sq.rows;
+    const uint32_t n = sq.n;
 
     /* The state columns, first, so that their latency overlaps everything before the scan. */
     const unsigned j = tid % SCAN_GROUP;
