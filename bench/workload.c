@@ -437,17 +437,8 @@ double bench_work_journal_mean_accepted(const bench_work *w)
 
 static void results_free(results *r)
 {
-    free(r->conv_out);
-    free(r->o);
-    free(r->ring);
-    free(r->state);
-    free(r->snap_conv);
-    free(r->snap_ssm);
-    free(r->q);
-    free(r->k);
-    free(r->v);
-    free(r->beta);
-    free(r->g_log);
+    TU_FREE_HOST(r->conv_out, r->o, r->ring, r->state, r->snap_conv, r->snap_ssm, r->q, r->k, r->v,
+                 r->beta, r->g_log);
     memset(r, 0, sizeof *r);
 }
 

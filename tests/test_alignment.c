@@ -68,12 +68,7 @@ static void al_make(al_host *h, const al_param *p, uint64_t seed)
 
 static void al_free_host(al_host *h)
 {
-    free(h->q);
-    free(h->k);
-    free(h->v);
-    free(h->g);
-    free(h->beta);
-    free(h->state);
+    TU_FREE_HOST(h->q, h->k, h->v, h->g, h->beta, h->state);
 }
 
 /* A buffer of len + 1 elements and the view of len elements that starts `off` floats in. */
@@ -149,11 +144,7 @@ static void al_run(MemraEngine *e, const al_param *p, const al_host *h, size_t o
 
 static void al_free_out(al_out *o)
 {
-    free(o->o);
-    free(o->state);
-    free(o->snap);
-    free(o->row_o);
-    free(o->row_state);
+    TU_FREE_HOST(o->o, o->state, o->snap, o->row_o, o->row_state);
 }
 
 static void al_expect_same(const char *what, const float *a, const float *b, size_t n,

@@ -456,15 +456,7 @@ static void eg_check_capture_calls(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(graph, step_runs_three_times_cpu)
-{
-    eg_check_capture_calls(MEMRA_BACKEND_CPU);
-}
-
-Test(graph, step_runs_three_times_cuda)
-{
-    eg_check_capture_calls(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(graph, step_runs_three_times, eg_check_capture_calls)
 
 /*
  * A verify step (small shape, T = 3) whose scratch buffers are allocated inside the step and
@@ -667,15 +659,7 @@ static void eg_check_scratch_retained(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(graph, step_scratch_lives_until_graph_destroy_cpu)
-{
-    eg_check_scratch_retained(MEMRA_BACKEND_CPU);
-}
-
-Test(graph, step_scratch_lives_until_graph_destroy_cuda)
-{
-    eg_check_scratch_retained(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(graph, step_scratch_lives_until_graph_destroy, eg_check_scratch_retained)
 
 /* ---- forbidden calls inside a step -------------------------------------------------------- */
 
@@ -871,15 +855,7 @@ static void eg_check_destroy_with_live_graph(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(graph, engine_destroy_refused_while_graph_lives_cpu)
-{
-    eg_check_destroy_with_live_graph(MEMRA_BACKEND_CPU);
-}
-
-Test(graph, engine_destroy_refused_while_graph_lives_cuda)
-{
-    eg_check_destroy_with_live_graph(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(graph, engine_destroy_refused_while_graph_lives, eg_check_destroy_with_live_graph)
 
 static void eg_check_foreign_graph(MemraBackend backend)
 {
@@ -917,15 +893,7 @@ static void eg_check_foreign_graph(MemraBackend backend)
     TU_OK(memra_engine_destroy(e1));
 }
 
-Test(graph, foreign_engine_refused_cpu)
-{
-    eg_check_foreign_graph(MEMRA_BACKEND_CPU);
-}
-
-Test(graph, foreign_engine_refused_cuda)
-{
-    eg_check_foreign_graph(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(graph, foreign_engine_refused, eg_check_foreign_graph)
 
 static void eg_check_free_unknown(MemraBackend backend)
 {
@@ -961,12 +929,4 @@ static void eg_check_free_unknown(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(engine, free_unknown_pointer_refused_cpu)
-{
-    eg_check_free_unknown(MEMRA_BACKEND_CPU);
-}
-
-Test(engine, free_unknown_pointer_refused_cuda)
-{
-    eg_check_free_unknown(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(engine, free_unknown_pointer_refused, eg_check_free_unknown)

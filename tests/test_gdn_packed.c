@@ -111,18 +111,18 @@ typedef struct gp_seqs {
 
 static gp_dims gp_make_dims(size_t num_k, size_t num_v, size_t t, size_t b)
 {
-    gp_dims d;
-    d.num_k = num_k;
-    d.num_v = num_v;
-    d.key_dim = MEMRA_D_STATE * num_k;
-    d.value_dim = MEMRA_D_STATE * num_v;
-    d.conv_dim = 2 * d.key_dim + d.value_dim;
-    d.pad = GP_D_CONV - 1;
-    d.ring_words = d.conv_dim * d.pad;
-    d.state_words = (size_t)MEMRA_D_STATE * MEMRA_D_STATE * num_v;
-    d.t = t;
-    d.b = b;
-    d.scale = 1.0f / sqrtf((float)MEMRA_D_STATE);
+    const tu_gdn_shape sh = tu_gdn_shape_make(num_k, num_v, GP_D_CONV);
+    gp_dims d = {num_k,
+                 num_v,
+                 sh.key_dim,
+                 sh.value_dim,
+                 sh.conv_dim,
+                 sh.pad,
+                 sh.ring_words,
+                 sh.state_words,
+                 t,
+                 b,
+                 1.0f / sqrtf((float)MEMRA_D_STATE)};
     return d;
 }
 
@@ -182,14 +182,7 @@ static void gp_host_make(const gp_case *c, const gp_dims *d, gp_host *h)
 
 static void gp_host_free(gp_host *h)
 {
-    free(h->w);
-    free(h->dt_bias);
-    free(h->a);
-    free(h->conv0);
-    free(h->ssm0);
-    free(h->qkv);
-    free(h->beta_raw);
-    free(h->alpha);
+    TU_FREE_HOST(h->w, h->dt_bias, h->a, h->conv0, h->ssm0, h->qkv, h->beta_raw, h->alpha);
 }
 
 static void gp_result_make(const gp_dims *d, gp_result *r)

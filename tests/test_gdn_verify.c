@@ -715,15 +715,7 @@ static void gv_t1_snapshot_views(MemraBackend backend)
     }
 }
 
-Test(gdn_verify, t1_snapshot_views_cpu)
-{
-    gv_t1_snapshot_views(MEMRA_BACKEND_CPU);
-}
-
-Test(gdn_verify, t1_snapshot_views_cuda)
-{
-    gv_t1_snapshot_views(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(gdn_verify, t1_snapshot_views, gv_t1_snapshot_views)
 
 /* ---- One launch per operation (CUDA) ---- */
 

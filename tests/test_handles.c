@@ -673,15 +673,7 @@ static void check_reproduction(MemraBackend backend)
     TU_OK(memra_engine_destroy(second));
 }
 
-Test(handles, issue_reproduction_refused_cpu)
-{
-    check_reproduction(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, issue_reproduction_refused_cuda)
-{
-    check_reproduction(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, issue_reproduction_refused, check_reproduction)
 
 static void check_destroyed_engine_everywhere(MemraBackend backend)
 {
@@ -695,15 +687,8 @@ static void check_destroyed_engine_everywhere(MemraBackend backend)
     expect_every_entry_refuses(backend, dead, "a destroyed engine", "destroyed");
 }
 
-Test(handles, destroyed_engine_refused_by_every_entry_point_cpu)
-{
-    check_destroyed_engine_everywhere(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, destroyed_engine_refused_by_every_entry_point_cuda)
-{
-    check_destroyed_engine_everywhere(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, destroyed_engine_refused_by_every_entry_point,
+                 check_destroyed_engine_everywhere)
 
 /* A destroyed handle stays dead while new engines take its memory and its registry slot: a
  * second destroy through it must never hit the engine that lives there now. */
@@ -738,15 +723,7 @@ static void check_destroy_twice(MemraBackend backend)
                    "an engine destroyed twice");
 }
 
-Test(handles, engine_destroyed_twice_refused_cpu)
-{
-    check_destroy_twice(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, engine_destroyed_twice_refused_cuda)
-{
-    check_destroy_twice(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, engine_destroyed_twice_refused, check_destroy_twice)
 
 static void check_graph_destroy_twice(MemraBackend backend)
 {
@@ -775,15 +752,7 @@ static void check_graph_destroy_twice(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(handles, graph_destroyed_twice_refused_cpu)
-{
-    check_graph_destroy_twice(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, graph_destroyed_twice_refused_cuda)
-{
-    check_graph_destroy_twice(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, graph_destroyed_twice_refused, check_graph_destroy_twice)
 
 /* Values a host could pass that no call of the library ever returned. */
 static void check_forged_engines(MemraBackend backend)
@@ -817,15 +786,7 @@ static void check_forged_engines(MemraBackend backend)
     TU_OK(memra_engine_destroy(live));
 }
 
-Test(handles, forged_engine_handles_refused_cpu)
-{
-    check_forged_engines(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, forged_engine_handles_refused_cuda)
-{
-    check_forged_engines(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, forged_engine_handles_refused, check_forged_engines)
 
 /* Graph parameters: NULL (launch), forged values, an engine handle, a graph of another engine,
  * a destroyed graph. The good graph is never disturbed. */
@@ -874,15 +835,7 @@ static void check_bad_graphs(MemraBackend backend)
     TU_OK(memra_engine_destroy(other));
 }
 
-Test(handles, bad_graph_handles_refused_cpu)
-{
-    check_bad_graphs(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, bad_graph_handles_refused_cuda)
-{
-    check_bad_graphs(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, bad_graph_handles_refused, check_bad_graphs)
 
 /* ---- A capture cannot silently drop a refused call ---- */
 
@@ -1066,15 +1019,8 @@ static void check_other_engine_refusal(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(handles, capture_unaffected_by_a_refusal_on_another_engine_cpu)
-{
-    check_other_engine_refusal(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, capture_unaffected_by_a_refusal_on_another_engine_cuda)
-{
-    check_other_engine_refusal(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, capture_unaffected_by_a_refusal_on_another_engine,
+                 check_other_engine_refusal)
 
 /* The step calls back into its engine on the capturing thread: queries, an allocation and its
  * free, and the operation; the graph then replays the operation exactly as an eager call. */
@@ -1124,15 +1070,7 @@ static void check_step_calls_back(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(handles, step_calls_back_into_its_engine_cpu)
-{
-    check_step_calls_back(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, step_calls_back_into_its_engine_cuda)
-{
-    check_step_calls_back(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, step_calls_back_into_its_engine, check_step_calls_back)
 
 /* ---- Overlapping calls from two threads ---- */
 
@@ -1145,15 +1083,7 @@ static void check_overlap(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(handles, overlapping_call_from_another_thread_refused_cpu)
-{
-    check_overlap(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, overlapping_call_from_another_thread_refused_cuda)
-{
-    check_overlap(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, overlapping_call_from_another_thread_refused, check_overlap)
 
 static void check_hammer(MemraBackend backend)
 {
@@ -1165,15 +1095,7 @@ static void check_hammer(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-Test(handles, two_threads_hammering_one_engine_refused_not_raced_cpu)
-{
-    check_hammer(MEMRA_BACKEND_CPU);
-}
-
-Test(handles, two_threads_hammering_one_engine_refused_not_raced_cuda)
-{
-    check_hammer(MEMRA_BACKEND_CUDA);
-}
+TU_TEST_BACKENDS(handles, two_threads_hammering_one_engine_refused_not_raced, check_hammer)
 
 #else
 

@@ -51,13 +51,8 @@ static int md_cuda_devices(int upto)
 {
     int n = 0;
     for (; n < upto; n++) {
-        MemraEngineOptions opt;
-        cr_assert_eq(memra_engine_options_init(&opt), MEMRA_STATUS_OK);
-        opt.backend = MEMRA_BACKEND_CUDA;
-        opt.device_ordinal = n;
-        opt.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
         MemraEngine *e = NULL;
-        const MemraStatus st = memra_engine_create(&opt, &e);
+        const MemraStatus st = tu_engine_try(MEMRA_BACKEND_CUDA, n, &e);
         if (st == MEMRA_STATUS_NO_DEVICE)
             break;
         cr_assert_eq(st, MEMRA_STATUS_OK, "memra_engine_create at ordinal %d: %s", n,

@@ -127,14 +127,7 @@ static void rf_host_make(const rf_dims *d, uint64_t seed, rf_host *h)
 
 static void rf_host_free(rf_host *h)
 {
-    free(h->w);
-    free(h->dt_bias);
-    free(h->a);
-    free(h->ring0);
-    free(h->state0);
-    free(h->qkv);
-    free(h->beta_raw);
-    free(h->alpha);
+    TU_FREE_HOST(h->w, h->dt_bias, h->a, h->ring0, h->state0, h->qkv, h->beta_raw, h->alpha);
 }
 
 static void rf_lengths(const rf_dims *d, size_t len[RF_N_TENSORS])

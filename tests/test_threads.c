@@ -224,13 +224,8 @@ static bool same_results(const host_data *got, const host_data *want, const char
 
 static MemraEngine *engine_or_null(MemraBackend backend, tu_failure *f)
 {
-    MemraEngineOptions o;
     MemraEngine *e = NULL;
-    memra_engine_options_init(&o);
-    o.backend = backend;
-    o.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
-    MemraStatus st = memra_engine_create(&o, &e);
-    if (st != MEMRA_STATUS_OK) {
+    if (tu_engine_try(backend, 0, &e) != MEMRA_STATUS_OK) {
         tu_record(f, "memra_engine_create: %s", memra_last_error_message());
         return NULL;
     }

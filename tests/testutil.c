@@ -18,6 +18,12 @@ __attribute__((constructor)) static void tu_install_fail_handler(void)
     tu_set_fail_handler(tu_fail_test);
 }
 
+/* Fails the test unless a library call returned OK, naming `what` and the library's message. */
+static void tu_check(MemraStatus st, const char *what)
+{
+    cr_assert_eq(st, MEMRA_STATUS_OK, "%s: %s", what, memra_last_error_message());
+}
+
 MemraEngine *tu_engine(MemraBackend backend)
 {
     return tu_engine_at(backend, 0);
@@ -25,17 +31,12 @@ MemraEngine *tu_engine(MemraBackend backend)
 
 MemraEngine *tu_engine_at(MemraBackend backend, int32_t ordinal)
 {
-    MemraEngineOptions opt;
-    cr_assert_eq(memra_engine_options_init(&opt), MEMRA_STATUS_OK);
-    opt.backend = backend;
-    opt.device_ordinal = ordinal;
-    opt.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
     MemraEngine *e = NULL;
-    MemraStatus st = memra_engine_create(&opt, &e);
+    MemraStatus st = tu_engine_try(backend, ordinal, &e);
     if (backend == MEMRA_BACKEND_CUDA && st == MEMRA_STATUS_NO_DEVICE)
         cr_skip_test("no usable CUDA device at ordinal %" PRId32 ": %s", ordinal,
                      memra_last_error_message());
-    cr_assert_eq(st, MEMRA_STATUS_OK, "memra_engine_create: %s", memra_last_error_message());
+    tu_check(st, "memra_engine_create");
     return e;
 }
 
@@ -43,8 +44,7 @@ MemraSliceMutF32 tu_upload(MemraEngine *e, const float *host, size_t len)
 {
     MemraSliceMutF32 s;
     MemraSliceF32 src = {host, len};
-    cr_assert_eq(memra_htod_f32(e, src, &s), MEMRA_STATUS_OK, "memra_htod_f32: %s",
-                 memra_last_error_message());
+    tu_check(memra_htod_f32(e, src, &s), "memra_htod_f32");
     return s;
 }
 
@@ -52,8 +52,7 @@ MemraSliceMutU64 tu_upload_u64(MemraEngine *e, const uint64_t *host, size_t len)
 {
     MemraSliceMutU64 s;
     MemraSliceU64 src = {host, len};
-    cr_assert_eq(memra_htod_u64(e, src, &s), MEMRA_STATUS_OK, "memra_htod_u64: %s",
-                 memra_last_error_message());
+    tu_check(memra_htod_u64(e, src, &s), "memra_htod_u64");
     return s;
 }
 
@@ -64,16 +63,14 @@ void tu_poison(MemraEngine *e, MemraSliceMutF32 s)
     for (size_t i = 0; i < s.len; i++)
         h[i] = TU_POISON_BITS;
     MemraSliceF32 src = {(const float *)(const void *)h, s.len};
-    cr_assert_eq(memra_htod_f32_into(e, src, s), MEMRA_STATUS_OK, "poison: %s",
-                 memra_last_error_message());
+    tu_check(memra_htod_f32_into(e, src, s), "poison");
     free(h);
 }
 
 MemraSliceMutF32 tu_poisoned(MemraEngine *e, size_t len)
 {
     MemraSliceMutF32 s;
-    cr_assert_eq(memra_alloc_f32(e, len, MEMRA_ALLOC_INIT_UNINIT, &s), MEMRA_STATUS_OK,
-                 "memra_alloc_f32: %s", memra_last_error_message());
+    tu_check(memra_alloc_f32(e, len, MEMRA_ALLOC_INIT_UNINIT, &s), "memra_alloc_f32");
     tu_poison(e, s);
     return s;
 }
@@ -83,50 +80,44 @@ float *tu_download(MemraEngine *e, MemraSliceMutF32 s)
     float *h = malloc(s.len * sizeof *h);
     cr_assert_not_null(h);
     MemraSliceMutF32 dst = {h, s.len};
-    cr_assert_eq(memra_dtoh_f32(e, tu_view(s), dst), MEMRA_STATUS_OK, "memra_dtoh_f32: %s",
-                 memra_last_error_message());
+    tu_check(memra_dtoh_f32(e, tu_view(s), dst), "memra_dtoh_f32");
     return h;
 }
 
 MemraSliceMutF32 tu_zeros(MemraEngine *e, size_t len)
 {
     MemraSliceMutF32 s;
-    cr_assert_eq(memra_alloc_f32(e, len, MEMRA_ALLOC_INIT_ZEROED, &s), MEMRA_STATUS_OK,
-                 "memra_alloc_f32: %s", memra_last_error_message());
+    tu_check(memra_alloc_f32(e, len, MEMRA_ALLOC_INIT_ZEROED, &s), "memra_alloc_f32");
     return s;
 }
 
 void tu_free(MemraEngine *e, void *ptr)
 {
-    cr_assert_eq(memra_free(e, ptr), MEMRA_STATUS_OK, "memra_free: %s", memra_last_error_message());
+    tu_check(memra_free(e, ptr), "memra_free");
 }
 
 void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst)
 {
     MemraSliceMutF32 d = {dst, src.len};
-    cr_assert_eq(memra_dtoh_f32(e, src, d), MEMRA_STATUS_OK, "memra_dtoh_f32: %s",
-                 memra_last_error_message());
+    tu_check(memra_dtoh_f32(e, src, d), "memra_dtoh_f32");
 }
 
 void tu_write(MemraEngine *e, const float *host, size_t len, MemraSliceMutF32 dst)
 {
     MemraSliceF32 src = {host, len};
-    cr_assert_eq(memra_htod_f32_into(e, src, dst), MEMRA_STATUS_OK, "memra_htod_f32_into: %s",
-                 memra_last_error_message());
+    tu_check(memra_htod_f32_into(e, src, dst), "memra_htod_f32_into");
 }
 
 void tu_write_u32(MemraEngine *e, const uint32_t *host, size_t len, MemraSliceMutU32 dst)
 {
     MemraSliceU32 src = {host, len};
-    cr_assert_eq(memra_htod_u32_into(e, src, dst), MEMRA_STATUS_OK, "memra_htod_u32_into: %s",
-                 memra_last_error_message());
+    tu_check(memra_htod_u32_into(e, src, dst), "memra_htod_u32_into");
 }
 
 void tu_write_u64(MemraEngine *e, const uint64_t *host, size_t len, MemraSliceMutU64 dst)
 {
     MemraSliceU64 src = {host, len};
-    cr_assert_eq(memra_htod_u64_into(e, src, dst), MEMRA_STATUS_OK, "memra_htod_u64_into: %s",
-                 memra_last_error_message());
+    tu_check(memra_htod_u64_into(e, src, dst), "memra_htod_u64_into");
 }
 
 void tu_expect_bits(const float *got, const float *ref, size_t len, const char *what, ...)
@@ -296,10 +287,8 @@ void tu_gdn_inputs_make(const tu_gdn_shape *sh, size_t t, size_t b, uint64_t see
 
 void tu_gdn_inputs_free(tu_gdn_inputs *in)
 {
-    float *all[] = {in->w,    in->dt_bias, in->a,        in->ring0, in->state0,
-                    in->alt0, in->qkv,     in->beta_raw, in->alpha};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        free(all[i]);
+    TU_FREE_HOST(in->w, in->dt_bias, in->a, in->ring0, in->state0, in->alt0, in->qkv, in->beta_raw,
+                 in->alpha);
 }
 
 void tu_gdn_outputs_make(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_outputs *out)

@@ -46,6 +46,18 @@ void tu_free(MemraEngine *e, void *ptr);
 /* Reads a device slice back into the existing host array `dst` (src.len elements). */
 void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
 
+/* Two tests, suite/name_cpu and suite/name_cuda, each calling fn(backend) (tu_engine skips the
+ * CUDA one where no device is usable). */
+#define TU_TEST_BACKENDS(suite, name, fn)                                                          \
+    Test(suite, name##_cpu)                                                                        \
+    {                                                                                              \
+        fn(MEMRA_BACKEND_CPU);                                                                     \
+    }                                                                                              \
+    Test(suite, name##_cuda)                                                                       \
+    {                                                                                              \
+        fn(MEMRA_BACKEND_CUDA);                                                                    \
+    }
+
 /* ---- Copies into existing buffers ---- */
 
 /* Stream-ordered copies of `len` host elements into the start of an existing buffer. */

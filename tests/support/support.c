@@ -28,6 +28,19 @@ void tu_fail(const char *fmt, ...)
     abort();
 }
 
+MemraStatus tu_engine_try(MemraBackend backend, int32_t ordinal, MemraEngine **out)
+{
+    MemraEngineOptions opt;
+    MemraStatus st = memra_engine_options_init(&opt);
+    *out = NULL;
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    opt.backend = backend;
+    opt.device_ordinal = ordinal;
+    opt.flags = MEMRA_ENGINE_FLAG_IGNORE_ENV;
+    return memra_engine_create(&opt, out);
+}
+
 void tu_varied(float *out, size_t len, uint64_t seed, float spread)
 {
     uint64_t x = (seed * UINT64_C(0x9E3779B97F4A7C15)) | 1;
@@ -69,6 +82,12 @@ void tu_poison_host(float *out, size_t len)
         memcpy(&out[i], &bits, sizeof bits);
 }
 
+void tu_free_host_n(void *const *arrays, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(arrays[i]);
+}
+
 MemraSliceF32 tu_view(MemraSliceMutF32 s)
 {
     MemraSliceF32 v = {s.ptr, s.len};
@@ -84,9 +103,7 @@ static void tu_check_range(size_t start, size_t len, size_t have, const char *fn
 
 MemraSliceF32 tu_sub(MemraSliceMutF32 s, size_t start, size_t len)
 {
-    tu_check_range(start, len, s.len, "tu_sub");
-    MemraSliceF32 v = {s.ptr + start, len};
-    return v;
+    return tu_view(tu_sub_mut(s, start, len));
 }
 
 MemraSliceMutF32 tu_sub_mut(MemraSliceMutF32 s, size_t start, size_t len)

@@ -27,6 +27,13 @@ typedef void (*tu_fail_fn)(const char *message);
 void tu_set_fail_handler(tu_fail_fn fn);
 void tu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* ---- Engines ---- */
+
+/* Creates an engine on `backend` (and, for CUDA, device `ordinal`) with
+ * MEMRA_ENGINE_FLAG_IGNORE_ENV: the caller picks the backend, not the environment. Returns
+ * memra_engine_create's status; `*out` is NULL unless it is OK. */
+MemraStatus tu_engine_try(MemraBackend backend, int32_t ordinal, MemraEngine **out);
+
 /* ---- The generator and seeds ---- */
 
 /* The seed's generator (gdn_packed_gpu.rs `varied`): xorshift64 mapped to [-spread, spread). */
@@ -48,6 +55,15 @@ uint64_t tu_mix_seed(uint64_t base, uint64_t stream);
 
 /* Fills `out` with TU_POISON_BITS. */
 void tu_poison_host(float *out, size_t len);
+
+/* ---- Host arrays ---- */
+
+/* free() of each of `n` host arrays (NULL ones included). */
+void tu_free_host_n(void *const *arrays, size_t n);
+/* free() of every host array named: TU_FREE_HOST(h->w, h->a, ...). */
+#define TU_FREE_HOST(...)                                                                          \
+    tu_free_host_n((void *const[]){__VA_ARGS__},                                                   \
+                   sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
 
 /* ---- Views ---- */
 
