@@ -517,174 +517,199 @@ fn addresses(e: &Engine, bufs: &[&CudaSlice<f32>]) -> Vec<u64> {
     bufs.iter().map(|b| b.device_ptr(&stream).0).collect()
 }
 
+/// Rings, canonical states, alternate states and their `[B, 3]` table.
+type Sequences = (
+    Vec<CudaSlice<f32>>,
+    Vec<CudaSlice<f32>>,
+    Vec<CudaSlice<f32>>,
+    CudaSlice<u64>,
+);
+
+/// The inputs of a packed verify of `b_n` sequences x `t` rows at the small shape: the
+/// activations and weights on the engine, each sequence's initial ring and state on the host.
+struct Batch {
+    qkv: CudaSlice<f32>,
+    w: CudaSlice<f32>,
+    beta_raw: CudaSlice<f32>,
+    alpha: CudaSlice<f32>,
+    dt_bias: CudaSlice<f32>,
+    a: CudaSlice<f32>,
+    rings0: Vec<Vec<f32>>,
+    states0: Vec<Vec<f32>>,
+    b_n: usize,
+    t: usize,
+}
+
+/// Every tensor a packed verify of a [`Batch`] writes, in the order `tensors` lists them.
+struct Packed {
+    conv_outs: CudaSlice<f32>,
+    q: CudaSlice<f32>,
+    k: CudaSlice<f32>,
+    v: CudaSlice<f32>,
+    beta: CudaSlice<f32>,
+    g_log: CudaSlice<f32>,
+    o: CudaSlice<f32>,
+    snap_conv: CudaSlice<f32>,
+    snap_ssm: CudaSlice<f32>,
+}
+
+impl Packed {
+    /// Poisoned outputs for `b_n` sequences x `t` rows.
+    fn poisoned(e: &Engine, b_n: usize, t: usize) -> Packed {
+        let fresh = |n: usize| e.htod(&poison(n)).expect("output");
+        let (rows, heads) = (b_n * t * VALUE_DIM, b_n * t * NUM_V);
+        Packed {
+            conv_outs: fresh(b_n * t * CONV_DIM),
+            q: fresh(rows),
+            k: fresh(rows),
+            v: fresh(rows),
+            beta: fresh(heads),
+            g_log: fresh(heads),
+            o: fresh(rows),
+            snap_conv: fresh(b_n * (t - 1) * CONV_DIM * PAD),
+            snap_ssm: fresh(b_n * (t - 1) * STATE),
+        }
+    }
+
+    /// The tensors' contents.
+    fn tensors(&self, e: &Engine) -> Vec<Vec<f32>> {
+        [
+            &self.conv_outs,
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.beta,
+            &self.g_log,
+            &self.o,
+            &self.snap_conv,
+            &self.snap_ssm,
+        ]
+        .iter()
+        .map(|b| e.dtoh(*b).expect("dtoh"))
+        .collect()
+    }
+}
+
+impl Batch {
+    fn new(e: &Engine, seed: u64, b_n: usize, t: usize) -> Batch {
+        let up = |len: usize, stream: u64, spread: f32| {
+            e.htod(&random(len, seed, stream, spread)).expect("htod")
+        };
+        Batch {
+            qkv: up(b_n * t * CONV_DIM, 1, 1.0),
+            w: up(CONV_DIM * D_CONV, 2, 0.5),
+            beta_raw: up(b_n * t * NUM_V, 3, 2.0),
+            alpha: up(b_n * t * NUM_V, 4, 2.0),
+            dt_bias: up(NUM_V, 5, 0.5),
+            a: up(NUM_V, 6, 1.0),
+            rings0: (0..b_n)
+                .map(|b| random(CONV_DIM * PAD, seed, 10 + b as u64, 1.0))
+                .collect(),
+            states0: (0..b_n)
+                .map(|b| random(STATE, seed, 20 + b as u64, 0.3))
+                .collect(),
+            b_n,
+            t,
+        }
+    }
+
+    /// The 1.0 packed program over every sequence of `table` (one batched conv, prep and
+    /// scan), into poisoned outputs.
+    fn packed_program(&self, e: &Engine, table: &CudaSlice<u64>) -> Packed {
+        let (b_n, t) = (self.b_n, self.t);
+        let mut p = Packed::poisoned(e, b_n, t);
+        e.ssm_conv1d_fused_decode_tloop_batched(
+            &self.qkv,
+            table,
+            &self.w,
+            &mut p.conv_outs,
+            Some(&mut p.snap_conv),
+            CONV_DIM,
+            D_CONV,
+            t,
+            b_n,
+        )
+        .expect("batched conv");
+        e.gdn_prep_decode_b(
+            &p.conv_outs,
+            &self.beta_raw,
+            &self.alpha,
+            &self.dt_bias,
+            &self.a,
+            &mut p.q,
+            &mut p.k,
+            &mut p.v,
+            &mut p.beta,
+            &mut p.g_log,
+            128,
+            NUM_V,
+            NUM_K,
+            KEY_DIM,
+            1e-6,
+            CONV_DIM,
+            b_n * t,
+        )
+        .expect("prep");
+        e.gdn_scan_s128_tsnap_batched(
+            &p.q,
+            &p.k,
+            &p.v,
+            &p.g_log,
+            &p.beta,
+            table,
+            &mut p.o,
+            NUM_V,
+            t,
+            b_n,
+            SCALE,
+            Some(&mut p.snap_ssm),
+        )
+        .expect("batched scan");
+        p
+    }
+
+    /// Every sequence's ring and canonical state at their initial values, a poisoned
+    /// alternate state, and the `[b_n, 3]` table of their addresses.
+    fn sequences(&self, e: &Engine) -> Sequences {
+        let rings: Vec<_> = self
+            .rings0
+            .iter()
+            .map(|r| e.htod(r).expect("ring"))
+            .collect();
+        let canon: Vec<_> = self
+            .states0
+            .iter()
+            .map(|s| e.htod(s).expect("state"))
+            .collect();
+        let alt: Vec<_> = (0..rings.len())
+            .map(|_| e.htod(&poison(STATE)).expect("alt"))
+            .collect();
+        let mut entries = Vec::new();
+        for b in 0..rings.len() {
+            entries.extend(addresses(e, &[&rings[b], &canon[b], &alt[b]]));
+        }
+        let table = e.htod_u64(&entries).expect("table");
+        (rings, canon, alt, table)
+    }
+}
+
 #[test]
 fn batched_packed_forms_match_one_call_per_sequence() {
     const B: usize = 2;
     const T: usize = 3;
-    let value_dim = 128 * NUM_V;
-    let state = 128 * 128 * NUM_V;
     let seed = fresh_seed();
     for e in engines() {
-        let qkv = e
-            .htod(&random(B * T * CONV_DIM, seed, 1, 1.0))
-            .expect("qkv");
-        let w = e.htod(&random(CONV_DIM * D_CONV, seed, 2, 0.5)).expect("w");
-        let beta_raw = e
-            .htod(&random(B * T * NUM_V, seed, 3, 2.0))
-            .expect("beta_raw");
-        let alpha = e.htod(&random(B * T * NUM_V, seed, 4, 2.0)).expect("alpha");
-        let dt_bias = e.htod(&random(NUM_V, seed, 5, 0.5)).expect("dt_bias");
-        let a = e.htod(&random(NUM_V, seed, 6, 1.0)).expect("a");
-        let rings0: Vec<Vec<f32>> = (0..B)
-            .map(|b| random(CONV_DIM * PAD, seed, 10 + b as u64, 1.0))
-            .collect();
-        let states0: Vec<Vec<f32>> = (0..B)
-            .map(|b| random(state, seed, 20 + b as u64, 0.3))
-            .collect();
-
+        let batch = Batch::new(&e, seed, B, T);
         // Runs the packed verify of all B sequences, either in one call per op (batched) or in
         // one call per sequence; returns every output, snapshot, final state and ring.
         let run = |batched: bool| -> Vec<Vec<f32>> {
-            let rings: Vec<_> = rings0.iter().map(|r| e.htod(r).expect("ring")).collect();
-            let canon: Vec<_> = states0.iter().map(|s| e.htod(s).expect("state")).collect();
-            let alt: Vec<_> = (0..B)
-                .map(|_| e.htod(&poison(state)).expect("alt"))
-                .collect();
-            let mut entries = Vec::new();
-            for b in 0..B {
-                entries.extend(addresses(&e, &[&rings[b], &canon[b], &alt[b]]));
-            }
-            let table = e.htod_u64(&entries).expect("table");
-            let mut conv_outs = e.htod(&poison(B * T * CONV_DIM)).expect("conv_outs");
-            let mut snap_conv = e
-                .htod(&poison(B * (T - 1) * CONV_DIM * PAD))
-                .expect("snap_conv");
-            let mut q = e.htod(&poison(B * T * value_dim)).expect("q");
-            let mut k = e.htod(&poison(B * T * value_dim)).expect("k");
-            let mut v = e.htod(&poison(B * T * value_dim)).expect("v");
-            let mut beta = e.htod(&poison(B * T * NUM_V)).expect("beta");
-            let mut g_log = e.htod(&poison(B * T * NUM_V)).expect("g_log");
-            let mut o_all = e.htod(&poison(B * T * value_dim)).expect("o_all");
-            let mut snap_ssm = e.htod(&poison(B * (T - 1) * state)).expect("snap_ssm");
-            let scale = 1.0 / 128f32.sqrt();
-            if batched {
-                e.ssm_conv1d_fused_decode_tloop_batched(
-                    &qkv,
-                    &table,
-                    &w,
-                    &mut conv_outs,
-                    Some(&mut snap_conv),
-                    CONV_DIM,
-                    D_CONV,
-                    T,
-                    B,
-                )
-                .expect("batched conv");
-                e.gdn_prep_decode_b(
-                    &conv_outs,
-                    &beta_raw,
-                    &alpha,
-                    &dt_bias,
-                    &a,
-                    &mut q,
-                    &mut k,
-                    &mut v,
-                    &mut beta,
-                    &mut g_log,
-                    128,
-                    NUM_V,
-                    NUM_K,
-                    KEY_DIM,
-                    1e-6,
-                    CONV_DIM,
-                    B * T,
-                )
-                .expect("prep");
-                e.gdn_scan_s128_tsnap_batched(
-                    &q,
-                    &k,
-                    &v,
-                    &g_log,
-                    &beta,
-                    &table,
-                    &mut o_all,
-                    NUM_V,
-                    T,
-                    B,
-                    scale,
-                    Some(&mut snap_ssm),
-                )
-                .expect("batched scan");
+            let (rings, _canon, alt, table) = batch.sequences(&e);
+            let p = if batched {
+                batch.packed_program(&e, &table)
             } else {
-                // One call per sequence, each with its own snapshot buffers, which are then
-                // laid out sequence-major like the batched call's.
-                let mut conv_snaps = Vec::new();
-                let mut ssm_snaps = Vec::new();
-                for b in 0..B {
-                    let rows = |n: usize| b * T * n..(b + 1) * T * n;
-                    let mut sc = e
-                        .htod(&poison((T - 1) * CONV_DIM * PAD))
-                        .expect("snap_conv b");
-                    let mut ss = e.htod(&poison((T - 1) * state)).expect("snap_ssm b");
-                    e.ssm_conv1d_fused_decode_tloop(
-                        &qkv.slice(rows(CONV_DIM)),
-                        &table.slice(3 * b..3 * b + 3),
-                        &w,
-                        &mut conv_outs.slice_mut(rows(CONV_DIM)),
-                        Some(&mut sc),
-                        CONV_DIM,
-                        D_CONV,
-                        T,
-                    )
-                    .expect("conv");
-                    e.gdn_prep_decode_b(
-                        &conv_outs.slice(rows(CONV_DIM)),
-                        &beta_raw.slice(rows(NUM_V)),
-                        &alpha.slice(rows(NUM_V)),
-                        &dt_bias,
-                        &a,
-                        &mut q.slice_mut(rows(value_dim)),
-                        &mut k.slice_mut(rows(value_dim)),
-                        &mut v.slice_mut(rows(value_dim)),
-                        &mut beta.slice_mut(rows(NUM_V)),
-                        &mut g_log.slice_mut(rows(NUM_V)),
-                        128,
-                        NUM_V,
-                        NUM_K,
-                        KEY_DIM,
-                        1e-6,
-                        CONV_DIM,
-                        T,
-                    )
-                    .expect("prep");
-                    e.gdn_scan_s128_tsnap(
-                        &q.slice(rows(value_dim)),
-                        &k.slice(rows(value_dim)),
-                        &v.slice(rows(value_dim)),
-                        &g_log.slice(rows(NUM_V)),
-                        &beta.slice(rows(NUM_V)),
-                        &table.slice(3 * b..3 * b + 3),
-                        &mut o_all.slice_mut(rows(value_dim)),
-                        NUM_V,
-                        T,
-                        scale,
-                        Some(&mut ss),
-                    )
-                    .expect("scan");
-                    conv_snaps.extend(e.dtoh(&sc).expect("dtoh"));
-                    ssm_snaps.extend(e.dtoh(&ss).expect("dtoh"));
-                }
-                e.htod_f32_into(&conv_snaps, &mut snap_conv)
-                    .expect("snap_conv");
-                e.htod_f32_into(&ssm_snaps, &mut snap_ssm)
-                    .expect("snap_ssm");
-            }
-            let mut got = vec![
-                e.dtoh(&conv_outs).expect("dtoh"),
-                e.dtoh(&snap_conv).expect("dtoh"),
-                e.dtoh(&o_all).expect("dtoh"),
-                e.dtoh(&snap_ssm).expect("dtoh"),
-            ];
+                one_call_per_sequence(&e, &batch, &table)
+            };
+            let mut got = p.tensors(&e);
             for b in 0..B {
                 // T is odd: the final state is in the alternate buffer.
                 got.push(e.dtoh(&alt[b]).expect("dtoh"));
@@ -702,6 +727,70 @@ fn batched_packed_forms_match_one_call_per_sequence() {
             assert_eq!(bit_diffs(s, b), 0, "tensor {}, {}", i, replay(seed));
         }
     }
+}
+
+/// The packed program of `batch` as one call per op and sequence, each sequence with its own
+/// snapshot buffers, which are then laid out sequence-major like the batched call's.
+fn one_call_per_sequence(e: &Engine, batch: &Batch, table: &CudaSlice<u64>) -> Packed {
+    let (b_n, t) = (batch.b_n, batch.t);
+    let mut p = Packed::poisoned(e, b_n, t);
+    let (mut conv_snaps, mut ssm_snaps) = (Vec::new(), Vec::new());
+    for b in 0..b_n {
+        let rows = |n: usize| b * t * n..(b + 1) * t * n;
+        let mut one = Packed::poisoned(e, 1, t);
+        e.ssm_conv1d_fused_decode_tloop(
+            &batch.qkv.slice(rows(CONV_DIM)),
+            &table.slice(3 * b..3 * b + 3),
+            &batch.w,
+            &mut p.conv_outs.slice_mut(rows(CONV_DIM)),
+            Some(&mut one.snap_conv),
+            CONV_DIM,
+            D_CONV,
+            t,
+        )
+        .expect("conv");
+        e.gdn_prep_decode_b(
+            &p.conv_outs.slice(rows(CONV_DIM)),
+            &batch.beta_raw.slice(rows(NUM_V)),
+            &batch.alpha.slice(rows(NUM_V)),
+            &batch.dt_bias,
+            &batch.a,
+            &mut p.q.slice_mut(rows(VALUE_DIM)),
+            &mut p.k.slice_mut(rows(VALUE_DIM)),
+            &mut p.v.slice_mut(rows(VALUE_DIM)),
+            &mut p.beta.slice_mut(rows(NUM_V)),
+            &mut p.g_log.slice_mut(rows(NUM_V)),
+            128,
+            NUM_V,
+            NUM_K,
+            KEY_DIM,
+            1e-6,
+            CONV_DIM,
+            t,
+        )
+        .expect("prep");
+        e.gdn_scan_s128_tsnap(
+            &p.q.slice(rows(VALUE_DIM)),
+            &p.k.slice(rows(VALUE_DIM)),
+            &p.v.slice(rows(VALUE_DIM)),
+            &p.g_log.slice(rows(NUM_V)),
+            &p.beta.slice(rows(NUM_V)),
+            &table.slice(3 * b..3 * b + 3),
+            &mut p.o.slice_mut(rows(VALUE_DIM)),
+            NUM_V,
+            t,
+            SCALE,
+            Some(&mut one.snap_ssm),
+        )
+        .expect("scan");
+        conv_snaps.extend(e.dtoh(&one.snap_conv).expect("dtoh"));
+        ssm_snaps.extend(e.dtoh(&one.snap_ssm).expect("dtoh"));
+    }
+    e.htod_f32_into(&conv_snaps, &mut p.snap_conv)
+        .expect("snap_conv");
+    e.htod_f32_into(&ssm_snaps, &mut p.snap_ssm)
+        .expect("snap_ssm");
+    p
 }
 
 /// The inputs of a GDN decode of `t` rows of one sequence at the small shape.
@@ -1576,14 +1665,6 @@ fn u32_and_i32_buffers_round_trip() {
     }
 }
 
-/// Rings, canonical states, alternate states and their `[B, 3]` table.
-type Sequences = (
-    Vec<CudaSlice<f32>>,
-    Vec<CudaSlice<f32>>,
-    Vec<CudaSlice<f32>>,
-    CudaSlice<u64>,
-);
-
 /// The ABI 1.1 entry points through `VerifyArgs`: every field reaches the slot the library
 /// reads (the one-launch verify gives the 1.0 packed program's bits for every tensor it is
 /// asked for; the rollback and the journal commit move the states the accepted counts say; a
@@ -1596,100 +1677,28 @@ fn verify_args_reach_the_1_1_entry_points() {
     let seed = fresh_seed();
     let e = engine_on(Backend::Cpu).expect("CPU engine");
     let other = engine_on(Backend::Cpu).expect("second CPU engine");
-    let qkv = e
-        .htod(&random(B * T * CONV_DIM, seed, 1, 1.0))
-        .expect("qkv");
-    let w = e.htod(&random(CONV_DIM * D_CONV, seed, 2, 0.5)).expect("w");
-    let beta_raw = e
-        .htod(&random(B * T * NUM_V, seed, 3, 2.0))
-        .expect("beta_raw");
-    let alpha = e.htod(&random(B * T * NUM_V, seed, 4, 2.0)).expect("alpha");
-    let dt_bias = e.htod(&random(NUM_V, seed, 5, 0.5)).expect("dt_bias");
-    let a = e.htod(&random(NUM_V, seed, 6, 1.0)).expect("a");
-    let rings0: Vec<Vec<f32>> = (0..B)
-        .map(|b| random(CONV_DIM * PAD, seed, 10 + b as u64, 1.0))
-        .collect();
-    let states0: Vec<Vec<f32>> = (0..B)
-        .map(|b| random(STATE, seed, 20 + b as u64, 0.3))
-        .collect();
-    let sequences = || -> Sequences {
-        let rings: Vec<_> = rings0.iter().map(|r| e.htod(r).expect("ring")).collect();
-        let canon: Vec<_> = states0.iter().map(|s| e.htod(s).expect("state")).collect();
-        let alt: Vec<_> = (0..B)
-            .map(|_| e.htod(&poison(STATE)).expect("alt"))
-            .collect();
-        let mut entries = Vec::new();
-        for b in 0..B {
-            entries.extend(addresses(&e, &[&rings[b], &canon[b], &alt[b]]));
-        }
-        let table = e.htod_u64(&entries).expect("table");
-        (rings, canon, alt, table)
-    };
+    let batch = Batch::new(&e, seed, B, T);
+    let Batch {
+        qkv,
+        w,
+        beta_raw,
+        alpha,
+        dt_bias,
+        a,
+        rings0,
+        states0,
+        ..
+    } = &batch;
+    let sequences = || batch.sequences(&e);
     let fresh = |n: usize| e.htod(&poison(n)).expect("output");
-    let (rows, heads) = (B * T * VALUE_DIM, B * T * NUM_V);
-    let (snap_c, snap_s) = (B * (T - 1) * CONV_DIM * PAD, B * (T - 1) * STATE);
+    let rows = B * T * VALUE_DIM;
 
     // The 1.0 packed program.
     let (want_rings, _want_canon, want_alt, table) = sequences();
-    let (mut conv_outs, mut sc) = (fresh(B * T * CONV_DIM), fresh(snap_c));
-    let (mut q, mut k, mut v, mut beta, mut g) = (
-        fresh(rows),
-        fresh(rows),
-        fresh(rows),
-        fresh(heads),
-        fresh(heads),
-    );
-    let (mut o, mut ss) = (fresh(rows), fresh(snap_s));
-    e.ssm_conv1d_fused_decode_tloop_batched(
-        &qkv,
-        &table,
-        &w,
-        &mut conv_outs,
-        Some(&mut sc),
-        CONV_DIM,
-        D_CONV,
-        T,
-        B,
-    )
-    .expect("conv");
-    e.gdn_prep_decode_b(
-        &conv_outs,
-        &beta_raw,
-        &alpha,
-        &dt_bias,
-        &a,
-        &mut q,
-        &mut k,
-        &mut v,
-        &mut beta,
-        &mut g,
-        128,
-        NUM_V,
-        NUM_K,
-        KEY_DIM,
-        1e-6,
-        CONV_DIM,
-        B * T,
-    )
-    .expect("prep");
-    e.gdn_scan_s128_tsnap_batched(
-        &q,
-        &k,
-        &v,
-        &g,
-        &beta,
-        &table,
-        &mut o,
-        NUM_V,
-        T,
-        B,
-        SCALE,
-        Some(&mut ss),
-    )
-    .expect("scan");
-    let want: Vec<Vec<f32>> = [&conv_outs, &q, &k, &v, &beta, &g, &o, &sc, &ss]
-        .iter()
-        .map(|b| e.dtoh(*b).expect("dtoh"))
+    let want: Vec<Vec<f32>> = batch
+        .packed_program(&e, &table)
+        .tensors(&e)
+        .into_iter()
         .chain(
             want_alt
                 .iter()
@@ -1700,15 +1709,17 @@ fn verify_args_reach_the_1_1_entry_points() {
 
     // The one-launch verify, every optional output asked for.
     let (rings, canon, alt, table) = sequences();
-    let (mut conv_outs, mut sc) = (fresh(B * T * CONV_DIM), fresh(snap_c));
-    let (mut q, mut k, mut v, mut beta, mut g) = (
-        fresh(rows),
-        fresh(rows),
-        fresh(rows),
-        fresh(heads),
-        fresh(heads),
-    );
-    let (mut o, mut ss) = (fresh(rows), fresh(snap_s));
+    let Packed {
+        mut conv_outs,
+        mut q,
+        mut k,
+        mut v,
+        mut beta,
+        g_log: mut g,
+        mut o,
+        snap_conv: mut sc,
+        snap_ssm: mut ss,
+    } = Packed::poisoned(&e, B, T);
     {
         let args = VerifyArgs::new(NUM_K, NUM_V, D_CONV, T, B)
             .mode(VerifyMode::Snapshots)
