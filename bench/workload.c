@@ -261,10 +261,7 @@ uint64_t bench_set_bytes(const bench_config *c)
 /* One accepted count, uniform in 1 .. t, from the xorshift64 stream `*x`. */
 static uint32_t draw_count(uint64_t *x, size_t t)
 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return (uint32_t)(1 + (*x >> 11) % t);
+    return (uint32_t)(1 + (tu_xorshift64(x) >> 11) % t);
 }
 
 /* [B, T, X] -> [T, B, X] */

@@ -68,13 +68,6 @@ typedef struct gv_case {
     uint64_t seed;
 } gv_case;
 
-static void *gv_array(size_t words)
-{
-    void *p = malloc((words ? words : 1) * sizeof(float));
-    cr_assert_not_null(p);
-    return p;
-}
-
 static void gv_describe(const gv_case *c, char *buf, size_t n)
 {
     snprintf(buf, n,
@@ -87,48 +80,9 @@ static void gv_describe(const gv_case *c, char *buf, size_t n)
 
 /* ---- Inputs ---- */
 
-/* Host inputs; per-sequence arrays are sequence-major. `alt0` is what the alternate state
- * buffers hold before the run (random, so that "left as the program leaves it" means
- * something). */
-typedef struct gv_host {
-    float *w, *dt_bias, *a;
-    float *ring0, *state0, *alt0;
-    float *qkv, *beta_raw, *alpha;
-} gv_host;
-
-static void gv_host_alloc(const tu_gdn_shape *sh, size_t t, size_t b, gv_host *h)
-{
-    h->w = gv_array(sh->conv_dim * sh->d_conv);
-    h->dt_bias = gv_array(sh->num_v);
-    h->a = gv_array(sh->num_v);
-    h->ring0 = gv_array(b * sh->ring_words);
-    h->state0 = gv_array(b * sh->state_words);
-    h->alt0 = gv_array(b * sh->state_words);
-    h->qkv = gv_array(b * t * sh->conv_dim);
-    h->beta_raw = gv_array(b * t * sh->num_v);
-    h->alpha = gv_array(b * t * sh->num_v);
-}
-
-static void gv_host_make(const gv_case *c, const tu_gdn_shape *sh, gv_host *h)
-{
-    gv_host_alloc(sh, c->t, c->b, h);
-    tu_gdn_weights(sh, tu_mix_seed(c->seed, 0), h->w, h->dt_bias, h->a);
-    tu_gdn_rows(sh, c->b * c->t, tu_mix_seed(c->seed, 1), h->qkv, h->beta_raw, h->alpha);
-    for (size_t s = 0; s < c->b; s++) {
-        tu_gdn_sequence(sh, tu_mix_seed(c->seed, 100 + s), h->ring0 + s * sh->ring_words,
-                        h->state0 + s * sh->state_words);
-        tu_varied(h->alt0 + s * sh->state_words, sh->state_words, tu_mix_seed(c->seed, 200 + s),
-                  0.3f);
-    }
-}
-
-static void gv_host_free(gv_host *h)
-{
-    float *all[] = {h->w,    h->dt_bias, h->a,        h->ring0, h->state0,
-                    h->alt0, h->qkv,     h->beta_raw, h->alpha};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        free(all[i]);
-}
+/* Host inputs are tests/testutil.h's (tu_gdn_inputs): per-sequence arrays sequence-major, and
+ * `alt0` what the alternate state buffers hold before the run (random, so that "left as the
+ * program leaves it" means something). */
 
 /* How each tensor's value heads are laid out, for moving them to the tiled positions:
  * `rows` rows of `row_words` words, head blocks of `block` words from `offset`. */
@@ -174,15 +128,15 @@ static size_t gv_len(const tu_gdn_shape *sh, size_t t, size_t b, int tensor)
  * positions. */
 static float *gv_tiled_copy(const float *src, gv_layout l, const tu_gdn_shape *sh)
 {
-    float *dst = gv_array(l.rows * l.row_words);
+    float *dst = tu_host_array(l.rows * l.row_words);
     tu_to_tiled(dst, src, l.rows, l.row_words, l.offset, l.block, sh->num_k, sh->num_v);
     return dst;
 }
 
 /* The inputs of `h` with their value heads moved to the tiled positions: what the tiled 1.0
  * program must be given to compute what the grouped verify computes on `h`. */
-static void gv_host_tiled(const tu_gdn_shape *sh, size_t t, size_t b, const gv_host *h,
-                          gv_host *out)
+static void gv_host_tiled(const tu_gdn_shape *sh, size_t t, size_t b, const tu_gdn_inputs *h,
+                          tu_gdn_inputs *out)
 {
     const size_t S = MEMRA_D_STATE;
     const gv_layout w = {1, sh->conv_dim * sh->d_conv, 2 * sh->key_dim * sh->d_conv,
@@ -210,7 +164,7 @@ static void gv_result_make(const tu_gdn_shape *sh, size_t t, size_t b, gv_result
 {
     for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
         r->len[i] = gv_len(sh, t, b, i);
-        r->t[i] = gv_array(r->len[i]);
+        r->t[i] = tu_host_array(r->len[i]);
     }
 }
 
@@ -248,7 +202,7 @@ static MemraSliceMutF32 gv_seq_buffer(MemraEngine *e, const float *init, size_t 
 
 /* Fills (or allocates, when `fresh`) the buffers of every sequence with its starting ring and
  * states. */
-static void gv_seqs_fill(MemraEngine *e, const tu_gdn_shape *sh, const gv_host *h, gv_seqs *q,
+static void gv_seqs_fill(MemraEngine *e, const tu_gdn_shape *sh, const tu_gdn_inputs *h, gv_seqs *q,
                          size_t b, bool fresh)
 {
     q->b = b;
@@ -304,7 +258,7 @@ static void gv_bind(MemraEngine *e, const gv_seqs *q, MemraSliceMutU64 table)
 static void gv_seqs_collect(MemraEngine *e, const tu_gdn_shape *sh, const gv_seqs *q, gv_result *r,
                             const char *desc, const char *what)
 {
-    float *buf = gv_array(sh->state_words + GV_GUARD);
+    float *buf = tu_host_array(sh->state_words + GV_GUARD);
     for (size_t s = 0; s < q->b; s++) {
         const MemraSliceMutF32 bufs[3] = {q->ring[s], q->canonical[s], q->alternate[s]};
         const int tensors[3] = {TU_GDN_RING, TU_GDN_CANONICAL, TU_GDN_ALTERNATE};
@@ -322,8 +276,8 @@ static void gv_seqs_collect(MemraEngine *e, const tu_gdn_shape *sh, const gv_seq
 
 /* ---- The 1.0 program (the reference) ---- */
 
-static void gv_program(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, const gv_host *h,
-                       gv_result *ref)
+static void gv_program(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
+                       const tu_gdn_inputs *h, gv_result *ref)
 {
     const size_t t = c->t, b = c->b, cd = sh->conv_dim, nv = sh->num_v;
     const MemraSliceMutF32 none = {NULL, 0};
@@ -451,8 +405,8 @@ static void gv_check(MemraEngine *e, gv_run *r, const gv_seqs *q, const gv_resul
     free(arena);
 }
 
-static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh, const gv_host *h,
-                      const gv_result *ref)
+static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
+                      const tu_gdn_inputs *h, const gv_result *ref)
 {
     const size_t t = c->t, b = c->b, cd = sh->conv_dim, nv = sh->num_v;
     gv_run r = {.c = c, .sh = *sh};
@@ -564,21 +518,21 @@ static void gv_run_case(gv_case c, MemraBackend backend)
     const tu_gdn_shape sh = tu_gdn_shape_make(c.num_k, c.num_v, c.d_conv);
     MemraEngine *e = tu_engine(backend);
     gv_guard_init(c.seed);
-    gv_host h;
-    gv_host_make(&c, &sh, &h);
+    tu_gdn_inputs h;
+    tu_gdn_inputs_make(&sh, c.t, c.b, c.seed, &h);
     gv_result ref;
     gv_result_make(&sh, c.t, c.b, &ref);
     if (c.order == MEMRA_HEAD_ORDER_GROUPED) {
-        gv_host tiled;
+        tu_gdn_inputs tiled;
         gv_host_tiled(&sh, c.t, c.b, &h, &tiled);
         gv_program(e, &c, &sh, &tiled, &ref);
-        gv_host_free(&tiled);
+        tu_gdn_inputs_free(&tiled);
     } else {
         gv_program(e, &c, &sh, &h, &ref);
     }
     gv_verify(e, &c, &sh, &h, &ref);
     gv_result_free(&ref);
-    gv_host_free(&h);
+    tu_gdn_inputs_free(&h);
     TU_OK(memra_engine_destroy(e));
 }
 
@@ -842,9 +796,10 @@ Test(gdn_verify, one_launch_cuda)
     size_t jlen = 0;
     TU_OK(memra_gdn_journal_len(S, sh.num_k, nv, t, &jlen));
 
-    float *w = gv_array(cd * sh.d_conv), *dt_bias = gv_array(nv), *a = gv_array(nv);
-    float *qkv = gv_array(rows * cd), *beta_raw = gv_array(rows * nv), *alpha = gv_array(rows * nv);
-    float *ring0 = gv_array(sh.ring_words), *state0 = gv_array(sh.state_words);
+    float *w = tu_host_array(cd * sh.d_conv), *dt_bias = tu_host_array(nv), *a = tu_host_array(nv);
+    float *qkv = tu_host_array(rows * cd), *beta_raw = tu_host_array(rows * nv),
+          *alpha = tu_host_array(rows * nv);
+    float *ring0 = tu_host_array(sh.ring_words), *state0 = tu_host_array(sh.state_words);
     tu_gdn_weights(&sh, tu_mix_seed(seed, 0), w, dt_bias, a);
     tu_gdn_rows(&sh, rows, tu_mix_seed(seed, 1), qkv, beta_raw, alpha);
     tu_gdn_sequence(&sh, tu_mix_seed(seed, 2), ring0, state0);

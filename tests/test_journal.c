@@ -45,24 +45,9 @@
 
 /* ---- Small helpers ---- */
 
-static void *jr_array(size_t words)
-{
-    void *p = malloc((words ? words : 1) * sizeof(float));
-    cr_assert_not_null(p);
-    return p;
-}
-
-static uint64_t jr_next(uint64_t *rng)
-{
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    return *rng;
-}
-
 static size_t jr_below(uint64_t *rng, size_t n)
 {
-    return (size_t)(jr_next(rng) % n);
+    return (size_t)(tu_xorshift64(rng) % n);
 }
 
 /* How a tensor's value heads are laid out (see tu_to_tiled). */
@@ -122,8 +107,8 @@ static void jr_weights_make(MemraEngine *e, const tu_gdn_shape *sh, MemraHeadOrd
                             uint64_t seed, jr_weights *wt)
 {
     const size_t nw = sh->conv_dim * sh->d_conv, nv = sh->num_v;
-    float *w = jr_array(nw), *dt_bias = jr_array(nv), *a = jr_array(nv);
-    float *rw = jr_array(nw), *rdt = jr_array(nv), *ra = jr_array(nv);
+    float *w = tu_host_array(nw), *dt_bias = tu_host_array(nv), *a = tu_host_array(nv);
+    float *rw = tu_host_array(nw), *rdt = tu_host_array(nv), *ra = tu_host_array(nv);
     tu_gdn_weights(sh, seed, w, dt_bias, a);
     jr_to_ref(order, sh, rw, w,
               (jr_layout){1, nw, 2 * sh->key_dim * sh->d_conv, MEMRA_D_STATE * sh->d_conv});
@@ -155,10 +140,10 @@ static void jr_rows_alloc(const tu_gdn_shape *sh, size_t n, jr_rows *r)
     r->n = n;
     for (int i = 0; i < JR_N_OUT; i++) {
         jr_layout l = jr_out_layout(sh, i, n);
-        r->out[i] = jr_array(l.rows * l.row_words);
+        r->out[i] = tu_host_array(l.rows * l.row_words);
     }
-    r->ring = jr_array(n * sh->ring_words);
-    r->state = jr_array(n * sh->state_words);
+    r->ring = tu_host_array(n * sh->ring_words);
+    r->state = tu_host_array(n * sh->state_words);
 }
 
 static void jr_rows_free(jr_rows *r)
@@ -505,8 +490,8 @@ static void jr_expect_saved(jr_history *s, const jr_seq *q, jr_saved *was, size_
 static void jr_expect_folded(jr_history *s, const jr_seq *q, size_t slot, const char *when)
 {
     const tu_gdn_shape *sh = &s->sh;
-    float *ring = jr_array(sh->ring_words), *state = jr_array(sh->state_words);
-    float *ring_ref = jr_array(sh->ring_words), *state_ref = jr_array(sh->state_words);
+    float *ring = tu_host_array(sh->ring_words), *state = tu_host_array(sh->state_words);
+    float *ring_ref = tu_host_array(sh->ring_words), *state_ref = tu_host_array(sh->state_words);
     jr_read_guarded(s->e, q->ring, sh->ring_words, ring, s->desc, "a ring");
     jr_read_guarded(s->e, q->state, sh->state_words, state, s->desc, "a state");
     jr_read_guarded(s->e, q->journal, s->jlen, NULL, s->desc, "a journal");
@@ -598,15 +583,15 @@ static void jr_history_setup(jr_history *s, const jr_case *c, MemraBackend backe
     tu_varied(jr_guard_words, JR_GUARD, tu_mix_seed(c->seed, 6), 1.0f);
     jr_weights_make(s->e, sh, c->order, tu_mix_seed(c->seed, 0), &s->wt);
 
-    float *ring0 = jr_array(sh->ring_words), *state0 = jr_array(sh->state_words);
+    float *ring0 = tu_host_array(sh->ring_words), *state0 = tu_host_array(sh->state_words);
     for (size_t q = 0; q < c->b; q++) {
         jr_seq *sq = &s->seq[q];
         tu_gdn_sequence(sh, tu_mix_seed(c->seed, 100 + q), ring0, state0);
         sq->ring = jr_guarded(s->e, ring0, sh->ring_words, false);
         sq->state = jr_guarded(s->e, state0, sh->state_words, false);
         sq->journal = jr_guarded(s->e, NULL, s->jlen, true);
-        sq->ref_ring = jr_array(sh->ring_words);
-        sq->ref_state = jr_array(sh->state_words);
+        sq->ref_ring = tu_host_array(sh->ring_words);
+        sq->ref_state = tu_host_array(sh->state_words);
         jr_to_ref(c->order, sh, sq->ref_ring, ring0, jr_ring_layout(sh, 1));
         jr_to_ref(c->order, sh, sq->ref_state, state0, jr_state_layout(sh, 1));
         s->slot_seq[q] = q;
@@ -642,8 +627,8 @@ static void jr_history_setup(jr_history *s, const jr_case *c, MemraBackend backe
             host[3 * b + 2] = tu_addr(scratch[b].journal);
         }
         tu_write_u64(s->e, host, 3 * c->b, s->table);
-        float *qkv = jr_array(rows * sh->conv_dim), *br = jr_array(rows * sh->num_v),
-              *al = jr_array(rows * sh->num_v);
+        float *qkv = tu_host_array(rows * sh->conv_dim), *br = tu_host_array(rows * sh->num_v),
+              *al = tu_host_array(rows * sh->num_v);
         tu_gdn_rows(sh, rows, tu_mix_seed(c->seed, 7), qkv, br, al);
         tu_write(s->e, qkv, rows * sh->conv_dim, s->qkv);
         tu_write(s->e, br, rows * sh->num_v, s->beta_raw);
@@ -709,7 +694,8 @@ static void jr_verify_once(jr_history *s, size_t step, size_t t, int bad_mode, b
     }
     jr_bind(s);
 
-    float *qkv = jr_array(b_n * t * cd), *br = jr_array(b_n * t * nv), *al = jr_array(b_n * t * nv);
+    float *qkv = tu_host_array(b_n * t * cd), *br = tu_host_array(b_n * t * nv),
+          *al = tu_host_array(b_n * t * nv);
     tu_gdn_rows(sh, b_n * t, tu_mix_seed(c->seed, 1000 + step), qkv, br, al);
     tu_write(s->e, qkv, b_n * t * cd, s->qkv);
     tu_write(s->e, br, b_n * t * nv, s->beta_raw);
@@ -753,7 +739,7 @@ static void jr_verify_once(jr_history *s, size_t step, size_t t, int bad_mode, b
 
     float *arena = tu_download(s->e, s->arena);
     jr_expect_arena_poison(s, arena, t);
-    float *rq = jr_array(t * cd), *rb = jr_array(t * nv), *ra = jr_array(t * nv);
+    float *rq = tu_host_array(t * cd), *rb = tu_host_array(t * nv), *ra = tu_host_array(t * nv);
     for (size_t b = 0; b < b_n; b++) {
         jr_seq *q = &s->seq[s->slot_seq[b]];
         if (bad[b]) {
@@ -777,7 +763,7 @@ static void jr_verify_once(jr_history *s, size_t step, size_t t, int bad_mode, b
             if (!jr_out_given(s, i))
                 continue;
             jr_layout l = jr_out_layout(sh, i, t);
-            float *got = jr_array(l.rows * l.row_words);
+            float *got = tu_host_array(l.rows * l.row_words);
             jr_to_ref(c->order, sh, got, arena + s->off[i] + b * l.rows * l.row_words, l);
             tu_expect_bits(got, q->held.out[i], l.rows * l.row_words,
                            "%s: %s of table row %zu (accepted %" PRIu32
@@ -1040,7 +1026,7 @@ static void rb_check(rb_run *r, const rb_seq *q, bool swap, const uint32_t *coun
             bad |= bad_slots[i] == b;
         float *now[3];
         for (int i = 0; i < 3; i++) {
-            now[i] = jr_array(rb_words(r, i));
+            now[i] = tu_host_array(rb_words(r, i));
             jr_read_guarded(r->e, q[b].buf[i], rb_words(r, i), now[i], r->desc, rb_buf_name[i]);
         }
         /* Index 1 and 2 of `now` are the buffers the table names canonical and alternate. */
@@ -1079,7 +1065,7 @@ static void rb_check(rb_run *r, const rb_seq *q, bool swap, const uint32_t *coun
 
 static float *rb_snaps(rb_run *r)
 {
-    float *all = jr_array(r->snap_conv.len + r->snap_ssm.len);
+    float *all = tu_host_array(r->snap_conv.len + r->snap_ssm.len);
     if (r->snap_ssm.len) {
         tu_download_into(r->e, tu_view(r->snap_conv), all);
         tu_download_into(r->e, tu_view(r->snap_ssm), all + r->snap_conv.len);
@@ -1105,10 +1091,11 @@ static void rb_run_case(rb_case c, MemraBackend backend)
     uint64_t rng = tu_mix_seed(c.seed, 5) | 1;
     jr_weights_make(r.e, sh, MEMRA_HEAD_ORDER_TILED, tu_mix_seed(c.seed, 0), &r.wt);
 
-    r.ring0 = jr_array(b_n * rw);
-    r.state0 = jr_array(b_n * sw);
-    r.alt0 = jr_array(b_n * sw);
-    float *qkv = jr_array(b_n * t * cd), *br = jr_array(b_n * t * nv), *al = jr_array(b_n * t * nv);
+    r.ring0 = tu_host_array(b_n * rw);
+    r.state0 = tu_host_array(b_n * sw);
+    r.alt0 = tu_host_array(b_n * sw);
+    float *qkv = tu_host_array(b_n * t * cd), *br = tu_host_array(b_n * t * nv),
+          *al = tu_host_array(b_n * t * nv);
     tu_gdn_rows(sh, b_n * t, tu_mix_seed(c.seed, 1), qkv, br, al);
     for (size_t b = 0; b < b_n; b++) {
         tu_gdn_sequence(sh, tu_mix_seed(c.seed, 100 + b), r.ring0 + b * rw, r.state0 + b * sw);
@@ -1172,7 +1159,7 @@ static void rb_run_case(rb_case c, MemraBackend backend)
         TU_OK(memra_gdn_verify(r.e, v));
         for (size_t b = 0; b < b_n; b++)
             for (int i = 0; i < 3; i++) {
-                r.post[b][i] = jr_array(rb_words(&r, i));
+                r.post[b][i] = tu_host_array(rb_words(&r, i));
                 jr_read_guarded(r.e, q[b].buf[i], rb_words(&r, i), r.post[b][i], r.desc,
                                 rb_buf_name[i]);
             }

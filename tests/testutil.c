@@ -251,7 +251,7 @@ size_t tu_gdn_tensor_len(const tu_gdn_shape *sh, size_t t, size_t b, int tensor)
     return 0;
 }
 
-static float *tu_array(size_t words)
+float *tu_host_array(size_t words)
 {
     float *p = malloc((words ? words : 1) * sizeof *p);
     cr_assert_not_null(p);
@@ -260,15 +260,15 @@ static float *tu_array(size_t words)
 
 void tu_gdn_inputs_alloc(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_inputs *in)
 {
-    in->w = tu_array(sh->conv_dim * sh->d_conv);
-    in->dt_bias = tu_array(sh->num_v);
-    in->a = tu_array(sh->num_v);
-    in->ring0 = tu_array(b * sh->ring_words);
-    in->state0 = tu_array(b * sh->state_words);
-    in->alt0 = tu_array(b * sh->state_words);
-    in->qkv = tu_array(b * t * sh->conv_dim);
-    in->beta_raw = tu_array(b * t * sh->num_v);
-    in->alpha = tu_array(b * t * sh->num_v);
+    in->w = tu_host_array(sh->conv_dim * sh->d_conv);
+    in->dt_bias = tu_host_array(sh->num_v);
+    in->a = tu_host_array(sh->num_v);
+    in->ring0 = tu_host_array(b * sh->ring_words);
+    in->state0 = tu_host_array(b * sh->state_words);
+    in->alt0 = tu_host_array(b * sh->state_words);
+    in->qkv = tu_host_array(b * t * sh->conv_dim);
+    in->beta_raw = tu_host_array(b * t * sh->num_v);
+    in->alpha = tu_host_array(b * t * sh->num_v);
 }
 
 void tu_gdn_inputs_make(const tu_gdn_shape *sh, size_t t, size_t b, uint64_t seed,
@@ -296,7 +296,7 @@ void tu_gdn_outputs_make(const tu_gdn_shape *sh, size_t t, size_t b, tu_gdn_outp
     const uint32_t poison = TU_POISON_BITS;
     for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
         out->len[i] = tu_gdn_tensor_len(sh, t, b, i);
-        out->t[i] = tu_array(out->len[i]);
+        out->t[i] = tu_host_array(out->len[i]);
         for (size_t j = 0; j < out->len[i]; j++)
             memcpy(&out->t[i][j], &poison, sizeof poison);
     }

@@ -25,6 +25,9 @@ MemraSliceMutF32 tu_upload(MemraEngine *e, const float *host, size_t len);
 MemraSliceMutU64 tu_upload_u64(MemraEngine *e, const uint64_t *host, size_t len);
 MemraSliceMutF32 tu_poisoned(MemraEngine *e, size_t len);
 float *tu_download(MemraEngine *e, MemraSliceMutF32 s);
+/* A malloc'ed host array of `words` floats (at least one, so that an empty tensor still has
+ * an address); fails the test when there is no memory. */
+float *tu_host_array(size_t words);
 /* Re-poisons an existing buffer. */
 void tu_poison(MemraEngine *e, MemraSliceMutF32 s);
 

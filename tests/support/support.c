@@ -41,14 +41,20 @@ MemraStatus tu_engine_try(MemraBackend backend, int32_t ordinal, MemraEngine **o
     return memra_engine_create(&opt, out);
 }
 
+uint64_t tu_xorshift64(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
 void tu_varied(float *out, size_t len, uint64_t seed, float spread)
 {
     uint64_t x = (seed * UINT64_C(0x9E3779B97F4A7C15)) | 1;
     for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out[i] = (float)((double)(x >> 11) / (double)(UINT64_C(1) << 53) * 2.0 - 1.0) * spread;
+        const uint64_t r = tu_xorshift64(&x);
+        out[i] = (float)((double)(r >> 11) / (double)(UINT64_C(1) << 53) * 2.0 - 1.0) * spread;
     }
 }
 

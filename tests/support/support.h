@@ -36,6 +36,9 @@ MemraStatus tu_engine_try(MemraBackend backend, int32_t ordinal, MemraEngine **o
 
 /* ---- The generator and seeds ---- */
 
+/* One step of the xorshift64 stream `*x` (13, 7, 17): the next state, also stored in `*x`. */
+uint64_t tu_xorshift64(uint64_t *x);
+
 /* The seed's generator (gdn_packed_gpu.rs `varied`): xorshift64 mapped to [-spread, spread). */
 void tu_varied(float *out, size_t len, uint64_t seed, float spread);
 
