@@ -181,6 +181,44 @@ pub(crate) fn elements(func: &str, what: &str, dims: &[usize]) -> Res<usize> {
         })
 }
 
+/// The typed copy and allocation methods, one line each: new buffers from host data
+/// (`upload_new`), new buffers of a length (`alloc_buf`, with the initialisation), host
+/// vectors of buffers (`download_buf`) and host data into buffers (`upload_into`). Errors
+/// name each method as `Engine::<name>`.
+macro_rules! copies {
+    (
+        upload_new { $( $(#[$d1:meta])* $new:ident: $t1:ty; )* }
+        alloc_buf { $( $(#[$d2:meta])* $alloc:ident: $t2:ty = $init:ident; )* }
+        download_buf { $( $(#[$d3:meta])* $down:ident: $t3:ty; )* }
+        upload_into { $( $(#[$d4:meta])* $into:ident: $t4:ty; )* }
+    ) => {
+        $(
+            $(#[$d1])*
+            pub fn $new(&self, src: &[$t1]) -> Result<CudaSlice<$t1>> {
+                Ok(self.upload_new(concat!("Engine::", stringify!($new)), src)?)
+            }
+        )*
+        $(
+            $(#[$d2])*
+            pub fn $alloc(&self, len: usize) -> Result<CudaSlice<$t2>> {
+                Ok(self.alloc_buf(len, sys::$init)?)
+            }
+        )*
+        $(
+            $(#[$d3])*
+            pub fn $down(&self, src: &impl DevicePtr<$t3>) -> Result<Vec<$t3>> {
+                Ok(self.download_buf(concat!("Engine::", stringify!($down)), src)?)
+            }
+        )*
+        $(
+            $(#[$d4])*
+            pub fn $into(&self, src: &[$t4], dst: &mut impl DevicePtrMut<$t4>) -> Result<()> {
+                Ok(self.upload_into(concat!("Engine::", stringify!($into)), src, dst)?)
+            }
+        )*
+    };
+}
+
 impl Engine {
     /// An engine on CUDA device `ordinal`, or on the CPU when no device is usable there (backend
     /// AUTO). `MEMRA_BACKEND=cpu` selects the CPU backend and `MEMRA_BACKEND=cuda` insists on
@@ -461,109 +499,64 @@ impl Engine {
         Ok(out)
     }
 
-    /// A new buffer holding a copy of `src` (`memra_htod_f32`). Not allowed inside a graph
-    /// step (a graph must not bake host data in).
-    pub fn htod(&self, src: &[f32]) -> Result<CudaSlice<f32>> {
-        Ok(self.upload_new("Engine::htod", src)?)
-    }
-
-    /// A new buffer holding a copy of the u64 values `src`, for example a pointer table.
-    pub fn htod_u64(&self, src: &[u64]) -> Result<CudaSlice<u64>> {
-        Ok(self.upload_new("Engine::htod_u64", src)?)
-    }
-
-    /// A new buffer holding a copy of the u32 values `src`, for example accepted counts.
-    pub fn htod_u32(&self, src: &[u32]) -> Result<CudaSlice<u32>> {
-        Ok(self.upload_new("Engine::htod_u32", src)?)
-    }
-
-    /// A new buffer holding a copy of the i32 values `src` (stored through the library's u32
-    /// buffers, bits unchanged).
-    pub fn htod_i32(&self, src: &[i32]) -> Result<CudaSlice<i32>> {
-        Ok(self.upload_new("Engine::htod_i32", src)?)
-    }
-
-    /// A new buffer of `len` zeros (`memra_alloc_f32`, zeroed). `len == 0` gives an empty
-    /// buffer without allocating.
-    pub fn zeros(&self, len: usize) -> Result<CudaSlice<f32>> {
-        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_ZEROED)?)
-    }
-
-    /// A new buffer of `len` u64 zeros (`memra_alloc_u64`, zeroed).
-    pub fn zeros_u64(&self, len: usize) -> Result<CudaSlice<u64>> {
-        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_ZEROED)?)
-    }
-
-    /// A new buffer of `len` u32 zeros (`memra_alloc_u32`, zeroed).
-    pub fn alloc_u32_zeroed(&self, len: usize) -> Result<CudaSlice<u32>> {
-        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_ZEROED)?)
-    }
-
-    /// A new buffer of `len` u32 elements with unspecified contents (`memra_alloc_u32`).
-    pub fn alloc_u32(&self, len: usize) -> Result<CudaSlice<u32>> {
-        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_UNINIT)?)
-    }
-
-    /// A new buffer of `len` elements whose contents are unspecified until written
-    /// (`memra_alloc_f32`, uninitialised). Any bit pattern is a valid `f32`, so reading it back
-    /// is safe, only meaningless.
-    pub fn uninit(&self, len: usize) -> Result<CudaSlice<f32>> {
-        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_UNINIT)?)
-    }
-
-    /// A new buffer of `len` u64 elements with unspecified contents (`memra_alloc_u64`).
-    pub fn uninit_u64(&self, len: usize) -> Result<CudaSlice<u64>> {
-        Ok(self.alloc_buf(len, sys::MEMRA_ALLOC_INIT_UNINIT)?)
-    }
-
-    /// Waits for the engine's work, then copies `src` to a new host vector (`memra_dtoh_f32`).
-    pub fn dtoh(&self, src: &impl DevicePtr<f32>) -> Result<Vec<f32>> {
-        Ok(self.download_buf("Engine::dtoh", src)?)
-    }
-
-    /// [`Engine::dtoh`] of a view (memra-engine's name for it).
-    pub fn dtoh_view(&self, src: &impl DevicePtr<f32>) -> Result<Vec<f32>> {
-        Ok(self.download_buf("Engine::dtoh_view", src)?)
-    }
-
-    /// Waits for the engine's work, then copies the u64 buffer `src` to the host.
-    pub fn dtoh_u64(&self, src: &impl DevicePtr<u64>) -> Result<Vec<u64>> {
-        Ok(self.download_buf("Engine::dtoh_u64", src)?)
-    }
-
-    /// Waits for the engine's work, then copies the u32 buffer `src` to the host
-    /// (`memra_dtoh_u32`).
-    pub fn dtoh_u32(&self, src: &impl DevicePtr<u32>) -> Result<Vec<u32>> {
-        Ok(self.download_buf("Engine::dtoh_u32", src)?)
-    }
-
-    /// Waits for the engine's work, then copies the i32 buffer `src` to the host.
-    pub fn dtoh_i32(&self, src: &impl DevicePtr<i32>) -> Result<Vec<i32>> {
-        Ok(self.download_buf("Engine::dtoh_i32", src)?)
-    }
-
-    /// Copies `src` into the first `src.len()` elements of `dst`, in stream order: work
-    /// enqueued before sees the old contents, work enqueued after the new ones
-    /// (`memra_htod_f32_into`).
-    pub fn htod_f32_into(&self, src: &[f32], dst: &mut impl DevicePtrMut<f32>) -> Result<()> {
-        Ok(self.upload_into("Engine::htod_f32_into", src, dst)?)
-    }
-
-    /// Copies u64 values into `dst` in stream order (`memra_htod_u64_into`); this is how a host
-    /// rebinds a pointer table between graph replays.
-    pub fn htod_u64_into(&self, src: &[u64], dst: &mut impl DevicePtrMut<u64>) -> Result<()> {
-        Ok(self.upload_into("Engine::htod_u64_into", src, dst)?)
-    }
-
-    /// Copies u32 values into `dst` in stream order (`memra_htod_u32_into`); this is how a host
-    /// writes accepted counts between graph replays.
-    pub fn htod_u32_into(&self, src: &[u32], dst: &mut impl DevicePtrMut<u32>) -> Result<()> {
-        Ok(self.upload_into("Engine::htod_u32_into", src, dst)?)
-    }
-
-    /// Copies i32 values into `dst` in stream order.
-    pub fn htod_i32_into(&self, src: &[i32], dst: &mut impl DevicePtrMut<i32>) -> Result<()> {
-        Ok(self.upload_into("Engine::htod_i32_into", src, dst)?)
+    copies! {
+        upload_new {
+            /// A new buffer holding a copy of `src` (`memra_htod_f32`). Not allowed inside a
+            /// graph step (a graph must not bake host data in).
+            htod: f32;
+            /// A new buffer holding a copy of the u64 values `src`, for example a pointer table.
+            htod_u64: u64;
+            /// A new buffer holding a copy of the u32 values `src`, for example accepted counts.
+            htod_u32: u32;
+            /// A new buffer holding a copy of the i32 values `src` (stored through the library's
+            /// u32 buffers, bits unchanged).
+            htod_i32: i32;
+        }
+        alloc_buf {
+            /// A new buffer of `len` zeros (`memra_alloc_f32`, zeroed). `len == 0` gives an
+            /// empty buffer without allocating.
+            zeros: f32 = MEMRA_ALLOC_INIT_ZEROED;
+            /// A new buffer of `len` u64 zeros (`memra_alloc_u64`, zeroed).
+            zeros_u64: u64 = MEMRA_ALLOC_INIT_ZEROED;
+            /// A new buffer of `len` u32 zeros (`memra_alloc_u32`, zeroed).
+            alloc_u32_zeroed: u32 = MEMRA_ALLOC_INIT_ZEROED;
+            /// A new buffer of `len` u32 elements with unspecified contents (`memra_alloc_u32`).
+            alloc_u32: u32 = MEMRA_ALLOC_INIT_UNINIT;
+            /// A new buffer of `len` elements whose contents are unspecified until written
+            /// (`memra_alloc_f32`, uninitialised). Any bit pattern is a valid `f32`, so reading
+            /// it back is safe, only meaningless.
+            uninit: f32 = MEMRA_ALLOC_INIT_UNINIT;
+            /// A new buffer of `len` u64 elements with unspecified contents (`memra_alloc_u64`).
+            uninit_u64: u64 = MEMRA_ALLOC_INIT_UNINIT;
+        }
+        download_buf {
+            /// Waits for the engine's work, then copies `src` to a new host vector
+            /// (`memra_dtoh_f32`).
+            dtoh: f32;
+            /// [`Engine::dtoh`] of a view (memra-engine's name for it).
+            dtoh_view: f32;
+            /// Waits for the engine's work, then copies the u64 buffer `src` to the host.
+            dtoh_u64: u64;
+            /// Waits for the engine's work, then copies the u32 buffer `src` to the host
+            /// (`memra_dtoh_u32`).
+            dtoh_u32: u32;
+            /// Waits for the engine's work, then copies the i32 buffer `src` to the host.
+            dtoh_i32: i32;
+        }
+        upload_into {
+            /// Copies `src` into the first `src.len()` elements of `dst`, in stream order: work
+            /// enqueued before sees the old contents, work enqueued after the new ones
+            /// (`memra_htod_f32_into`).
+            htod_f32_into: f32;
+            /// Copies u64 values into `dst` in stream order (`memra_htod_u64_into`); this is how
+            /// a host rebinds a pointer table between graph replays.
+            htod_u64_into: u64;
+            /// Copies u32 values into `dst` in stream order (`memra_htod_u32_into`); this is how
+            /// a host writes accepted counts between graph replays.
+            htod_u32_into: u32;
+            /// Copies i32 values into `dst` in stream order.
+            htod_i32_into: i32;
+        }
     }
 
     /// Device-to-device copy of the first `len` elements of `src` into `dst[off .. off + len]`,

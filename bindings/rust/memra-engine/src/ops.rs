@@ -496,7 +496,8 @@ impl Engine {
             scale: f32,
         ) {
             let lock = self.lock();
-            let [q, k, v, g, beta] = self.inputs(&lock, F, ["q", "k", "v", "g", "beta"], [q, k, v, g, beta])?;
+            let names = ["q", "k", "v", "g", "beta"];
+            let [q, k, v, g, beta] = self.inputs(&lock, F, names, [q, k, v, g, beta])?;
             let state_in = self.t(&lock, F, "state_in", state_in)?.f32();
             let state_out = self.t(&lock, F, "state_out", &*state_out)?.f32_mut();
             let o = self.t(&lock, F, "o", &*o)?.f32_mut();
