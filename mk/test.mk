@@ -10,8 +10,10 @@
 # The binary finds the library through an rpath of $ORIGIN/.., so the whole $(BUILD) folder can
 # be carried to another machine (the GPU box) and run there as $(BUILD)/tests/memra_tests.
 
-TEST_C_SRC := $(sort $(wildcard tests/test_*.c)) tests/testutil.c
+TEST_C_SRC := $(sort $(wildcard tests/test_*.c)) tests/testutil.c $(wildcard tests/bad_input/*.c)
 TEST_C_OBJ := $(TEST_C_SRC:%.c=$(BUILD)/tests/obj/%.o)
+# The bad-input framework and the operations' argument table (which the fuzzer shares).
+$(TEST_C_OBJ): $(wildcard tests/bad_input/*.h tests/bad_input/*.def)
 TEST_C_BIN := $(BUILD)/tests/memra_tests
 # Tests include only the public header and their helpers. _GNU_SOURCE exposes setenv and the
 # pthread declarations that -std=c11 hides.

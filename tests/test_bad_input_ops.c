@@ -1,0 +1,340 @@
+/*
+ * Bad input (docs/bad-input.md), the operations: every exported operation refuses every class
+ * of invalid argument with the documented status, a message naming the function and the
+ * parameter, and without writing a single byte of any output, ring, state, journal, count or
+ * table. The method and the generated per-slot cases are tests/bad_input/framework.h's; this
+ * file holds the two suites, their shape rules and their controls.
+ *
+ * bad_input: the 1.0 operations (and the hand-written cases of the 1.0 entry points,
+ * tests/test_bad_input_entry.c) on the suite's small shape (docs/layouts.md: num_k 2,
+ * num_v 4), two sequences of two rows each.
+ * bad_input_verify: the 1.1 operations (memra_gdn_verify in its three modes,
+ * memra_gdn_journal_commit, memra_gdn_rollback) and the 1.1 entry points, on two key and two
+ * value heads: smaller on purpose, since every case ends with a good call that runs, and the
+ * arena is read back twice per case.
+ */
+#include <string.h>
+
+#include "bad_input/framework.h"
+
+extern const bi_custom BI_ENTRY_10[], BI_ENTRY_11[];
+extern const size_t BI_N_ENTRY_10, BI_N_ENTRY_11;
+
+#define SET(name, q, add)                                                                          \
+    {                                                                                              \
+        OA_SC_##name, q, add                                                                       \
+    }
+#define LIT(name, value) SET(name, BI_LIT, value)
+
+/* ---- 1.0 ---- */
+
+#define OPS_CONV (BI_OP_BIT(OA_CONV_B) | BI_OP_BIT(OA_CONV_T))
+#define OPS_PREP (BI_OP_BIT(OA_PREP_B) | BI_OP_BIT(OA_PREP_V))
+#define OPS_SCAN (BI_OP_BIT(OA_SCAN_B) | BI_OP_BIT(OA_SCAN_T))
+#define OPS_10 (OPS_CONV | OPS_PREP | OPS_SCAN)
+
+/* The products named "wrap to 0" are 0 modulo 2^64: a library that multiplies without
+ * checking sees zero-length requirements and accepts the baseline views. */
+static const bi_fixup FIXUPS_10[] = {
+    {"d_conv = 9 with a w view long enough for it",
+     OPS_CONV,
+     BI_INV,
+     "d_conv",
+     BI_FX_FIT_W | BI_FX_DROP,
+     {LIT(d_conv, MEMRA_D_CONV_MAX + 1)}},
+    {"d_conv = SIZE_MAX", OPS_CONV, BI_INV, "d_conv", BI_FX_DROP, {LIT(d_conv, SIZE_MAX)}},
+    {"conv_dim = 2^63, d_conv = 2 (rows and w wrap to 0)",
+     OPS_CONV,
+     BI_INV,
+     "conv_dim",
+     0,
+     {LIT(conv_dim, BI_P2(63)), LIT(d_conv, 2)}},
+    {"conv_dim = 2^62 (conv_dim * d_conv wraps to 0)",
+     OPS_CONV,
+     BI_INV,
+     "conv_dim",
+     0,
+     {LIT(conv_dim, BI_P2(62))}},
+    {"t = 2^63 (b_n * t wraps to 0)",
+     BI_OP_BIT(OA_CONV_T),
+     BI_INV,
+     "'t'|b_n, t",
+     BI_FX_DROP,
+     {LIT(t, BI_P2(63))}},
+    {"b_n = 2^63", OPS_CONV, BI_INV, "b_n", 0, {LIT(b_n, BI_P2(63))}},
+    {"conv_dim = 2^60, d_conv = 8 (only the snapshot size overflows)",
+     BI_OP_BIT(OA_CONV_T),
+     BI_INV,
+     "snap_conv|conv_dim|d_conv",
+     0,
+     {LIT(conv_dim, BI_P2(60)), LIT(d_conv, 8)}},
+    {"d_state = 64 with consistent key_dim and conv_dim",
+     OPS_PREP,
+     BI_UNS,
+     "d_state",
+     BI_FX_HEADS,
+     {LIT(d_state, 64)}},
+    {"d_state = 127 with consistent key_dim and conv_dim",
+     OPS_PREP,
+     BI_UNS,
+     "d_state",
+     BI_FX_HEADS,
+     {LIT(d_state, 127)}},
+    {"d_state = 1 with consistent key_dim and conv_dim",
+     OPS_PREP,
+     BI_UNS,
+     "d_state",
+     BI_FX_HEADS,
+     {LIT(d_state, 1)}},
+    {"num_k = 0 with key_dim = 0", OPS_PREP, BI_INV, "num_k", BI_FX_HEADS, {LIT(num_k, 0)}},
+    {"num_v = 0 with conv_dim = 2 * key_dim",
+     OPS_PREP,
+     BI_INV,
+     "num_v",
+     BI_FX_HEADS,
+     {LIT(num_v, 0)}},
+    {"num_v = 4 not a multiple of num_k = 3",
+     OPS_PREP,
+     BI_INV,
+     "num_v|num_k",
+     BI_FX_HEADS,
+     {LIT(num_k, 3)}},
+    {"num_v = 3 not a multiple of num_k = 2",
+     OPS_PREP,
+     BI_INV,
+     "num_v|num_k",
+     BI_FX_HEADS,
+     {LIT(num_v, 3)}},
+    {"key_dim = 128 for num_k = 2", OPS_PREP, BI_INV, "key_dim", BI_FX_CONV, {LIT(key_dim, 128)}},
+    {"key_dim = 255 for num_k = 2", OPS_PREP, BI_INV, "key_dim", BI_FX_CONV, {LIT(key_dim, 255)}},
+    {"key_dim = 257 for num_k = 2", OPS_PREP, BI_INV, "key_dim|conv_dim", 0, {LIT(key_dim, 257)}},
+    {"conv_dim one less than 2 * key_dim + value_dim",
+     OPS_PREP,
+     BI_INV,
+     "conv_dim",
+     0,
+     {SET(conv_dim, OA_Q_CONV, (size_t)-1)}},
+    {"conv_dim one more than 2 * key_dim + value_dim",
+     OPS_PREP,
+     BI_INV,
+     "conv_dim|conv_out",
+     0,
+     {SET(conv_dim, OA_Q_CONV, 1)}},
+    {"conv_dim = key_dim + value_dim",
+     OPS_PREP,
+     BI_INV,
+     "conv_dim",
+     0,
+     {SET(conv_dim, BI_Q_KEY_VAL, 0)}},
+    /* b_n * conv_dim, b_n * num_v and b_n * num_v * d_state are all 0 modulo 2^64. */
+    {"b_n = 2^62 (every row product wraps to 0)",
+     OPS_PREP,
+     BI_INV,
+     "b_n",
+     0,
+     {LIT(b_n, BI_P2(62))}},
+    /* d_state * num_v is the world's value_dim modulo 2^64: conv_dim looks consistent. */
+    {"num_v = 2^57 + num_v (d_state * num_v wraps to a consistent value)",
+     OPS_PREP,
+     BI_INV,
+     "num_v",
+     0,
+     {SET(num_v, OA_Q_NV, BI_P2(57))}},
+    {"num_k = num_v = 2^62, key_dim = conv_dim = 0 (d_state * num_k wraps to 0)",
+     OPS_PREP,
+     BI_INV,
+     "num_k|key_dim",
+     0,
+     {LIT(num_k, BI_P2(62)), LIT(num_v, BI_P2(62)), LIT(key_dim, 0), LIT(conv_dim, 0)}},
+    {"num_v = 2^57 (b_n * num_v * 128 wraps to 0)",
+     OPS_SCAN,
+     BI_INV,
+     "num_v",
+     0,
+     {LIT(num_v, BI_P2(57))}},
+    {"t = 2^62 (b_n * t * num_v wraps to 0)",
+     BI_OP_BIT(OA_SCAN_T),
+     BI_INV,
+     "'t'|b_n, t",
+     BI_FX_DROP,
+     {LIT(t, BI_P2(62))}},
+    {"b_n = 2^62", OPS_SCAN, BI_INV, "b_n", 0, {LIT(b_n, BI_P2(62))}},
+    {"num_v = 2^50 (only the snapshot size overflows)",
+     BI_OP_BIT(OA_SCAN_T),
+     BI_INV,
+     "snap_ssm|num_v",
+     0,
+     {LIT(num_v, BI_P2(50))}},
+};
+
+/* The documented exception to "outputs must not overlap" (the per-row scan in place), and
+ * views that touch without overlapping (the outputs of the packed prep back to back). */
+static void good_calls_10(bi_world *w)
+{
+    bi_call c;
+    bi_base_call(w, w->e, OA_SCAN_B, &c);
+    c.v.p[OA_SLOT(SCAN_B, out_ptrs)] = c.v.p[OA_SLOT(SCAN_B, in_ptrs)];
+    TU_OK(bi_invoke(&c));
+    bi_base_call(w, w->e, OA_PREP_B, &c);
+    uintptr_t at = bi_region_addr(w, OA_R_SNAP_SSM);
+    for (int s = OA_SLOT(PREP_B, q_l2); s < OA_OPS[OA_PREP_B].n; s++) {
+        c.v.p[s] = at;
+        at += c.v.len[s] * sizeof(float);
+    }
+    TU_OK(bi_invoke(&c));
+}
+
+static const int CHAIN_10[] = {OA_CONV_T, OA_PREP_B, OA_SCAN_T};
+
+static const bi_suite SUITE_10 = {
+    .name = "bad_input",
+    .ops = OPS_10,
+    .num_k = 2,
+    .num_v = 4,
+    .flags = BI_SECOND_ENGINE,
+    .chain = CHAIN_10,
+    .n_chain = sizeof CHAIN_10 / sizeof CHAIN_10[0],
+    .good_op = OA_CONV_B,
+    .fixups = FIXUPS_10,
+    .n_fixups = sizeof FIXUPS_10 / sizeof FIXUPS_10[0],
+    .customs = BI_ENTRY_10,
+    .n_customs = &BI_N_ENTRY_10,
+    .good_calls = good_calls_10,
+};
+
+BI_SUITE_TESTS(bad_input, SUITE_10)
+
+/* ---- 1.1 ---- */
+
+#define OPS_VERIFY (BI_OP_BIT(OA_V_SNAP) | BI_OP_BIT(OA_V_FINAL) | BI_OP_BIT(OA_V_JOURNAL))
+#define OPS_FOLD (OPS_VERIFY | BI_OP_BIT(OA_COMMIT))
+#define OPS_T (OPS_VERIFY | BI_OP_BIT(OA_ROLLBACK))
+#define OPS_SNAPS (BI_OP_BIT(OA_V_SNAP) | BI_OP_BIT(OA_ROLLBACK))
+#define OPS_11 (OPS_FOLD | BI_OP_BIT(OA_ROLLBACK))
+
+static const bi_fixup FIXUPS_11[] = {
+    {"mode = 3", OPS_11, BI_INV, "mode", 0, {LIT(mode, 3)}},
+    {"mode = UINT32_MAX", OPS_11, BI_INV, "mode", 0, {LIT(mode, UINT32_MAX)}},
+    {"a commit with mode = SNAPSHOTS",
+     BI_OP_BIT(OA_COMMIT),
+     BI_INV,
+     "mode",
+     0,
+     {LIT(mode, MEMRA_VERIFY_MODE_SNAPSHOTS)}},
+    {"a commit with mode = FINAL_ONLY",
+     BI_OP_BIT(OA_COMMIT),
+     BI_INV,
+     "mode",
+     0,
+     {LIT(mode, MEMRA_VERIFY_MODE_FINAL_ONLY)}},
+    {"a rollback with mode = FINAL_ONLY",
+     BI_OP_BIT(OA_ROLLBACK),
+     BI_INV,
+     "mode",
+     0,
+     {LIT(mode, MEMRA_VERIFY_MODE_FINAL_ONLY)}},
+    {"a rollback with mode = JOURNAL",
+     BI_OP_BIT(OA_ROLLBACK),
+     BI_INV,
+     "mode",
+     0,
+     {LIT(mode, MEMRA_VERIFY_MODE_JOURNAL)}},
+    {"head_order = 2", OPS_FOLD, BI_INV, "head_order", 0, {LIT(head_order, 2)}},
+    {"head_order = UINT32_MAX", OPS_FOLD, BI_INV, "head_order", 0, {LIT(head_order, UINT32_MAX)}},
+    {"d_state = 64", OPS_11, BI_UNS, "d_state", 0, {LIT(d_state, 64)}},
+    {"d_state = 127", OPS_11, BI_UNS, "d_state", 0, {LIT(d_state, 127)}},
+    {"d_state = 1", OPS_11, BI_UNS, "d_state", 0, {LIT(d_state, 1)}},
+    /* conv_dim = 2 * 256 + 128 = 640, below the world's 768: every view stays long enough and
+     * only the GQA rule breaks. */
+    {"num_v = 1 not a multiple of num_k = 2", OPS_11, BI_INV, "num_v|num_k", 0, {LIT(num_v, 1)}},
+    {"d_conv = 9 with a w view long enough for it",
+     OPS_11,
+     BI_INV,
+     "d_conv",
+     BI_FX_FIT_W,
+     {LIT(d_conv, MEMRA_D_CONV_MAX + 1)}},
+    {"d_conv = SIZE_MAX", OPS_11, BI_INV, "d_conv", 0, {LIT(d_conv, SIZE_MAX)}},
+    /* b_n * t * conv_dim, b_n * 3 and every other b_n product are 0 modulo 2^64. */
+    {"b_n = 2^62 (every b_n product wraps to 0)", OPS_11, BI_INV, NULL, 0, {LIT(b_n, BI_P2(62))}},
+    {"t = 2^62 (b_n * t * num_v wraps to 0)", OPS_T, BI_INV, NULL, 0, {LIT(t, BI_P2(62))}},
+    /* d_state * num_v wraps to the world's value_dim. */
+    {"num_v = 2^57 + num_v (d_state * num_v wraps to value_dim)",
+     OPS_11,
+     BI_INV,
+     NULL,
+     0,
+     {SET(num_v, OA_Q_NV, BI_P2(57))}},
+    {"num_k = num_v = 2^62 (d_state * num_k wraps to 0)",
+     OPS_11,
+     BI_INV,
+     NULL,
+     0,
+     {LIT(num_k, BI_P2(62)), LIT(num_v, BI_P2(62))}},
+    {"num_v = 2^50 (the state snapshot size overflows)",
+     OPS_SNAPS,
+     BI_INV,
+     NULL,
+     0,
+     {LIT(num_v, BI_P2(50))}},
+};
+
+/* o, the one required output of every verify, and the journal's counts meet every other
+ * slice in all three geometries. */
+static bool all_geometries_11(int op, int slot, int other)
+{
+    return strcmp(oa_slot_of(op, slot)->name, "o") == 0 || oa_slot_of(op, other)->kind == OA_K_U32;
+}
+
+/* Optional outputs left out, the outputs back to back without a gap (touching is not
+ * overlapping), the grouped head order, memra_gdn_journal_len and the count copies. */
+static void good_calls_11(bi_world *w)
+{
+    bi_call c;
+    bi_base_call(w, w->e, OA_V_SNAP, &c);
+    for (int s = OA_SLOT(V_SNAP, conv_outs); s <= OA_SLOT(V_SNAP, g_log); s++)
+        c.v.p[s] = c.v.len[s] = 0;
+    TU_OK(bi_invoke(&c));
+    bi_base_call(w, w->e, OA_V_FINAL, &c);
+    uintptr_t at = bi_region_addr(w, OA_R_SNAP_SSM);
+    for (int s = OA_SLOT(V_FINAL, o); s <= OA_SLOT(V_FINAL, g_log); s++) {
+        c.v.p[s] = at;
+        at += c.v.len[s] * sizeof(float);
+    }
+    TU_OK(bi_invoke(&c));
+    bi_base_call(w, w->e, OA_V_JOURNAL, &c);
+    c.v.z[OA_SC_head_order] = MEMRA_HEAD_ORDER_GROUPED;
+    TU_OK(bi_invoke(&c));
+    TU_OK(memra_engine_synchronize(w->e));
+
+    size_t len = 0;
+    TU_OK(memra_gdn_journal_len(MEMRA_D_STATE, w->suite->num_k, w->suite->num_v, 2, &len));
+    cr_assert(len > 0);
+    MemraSliceMutU32 counts;
+    TU_OK(memra_alloc_u32(w->e, 2, MEMRA_ALLOC_INIT_ZEROED, &counts));
+    const uint32_t host[2] = {7, 9};
+    uint32_t back[2] = {0, 0};
+    MemraSliceU32 src = {host, 2};
+    TU_OK(memra_htod_u32_into(w->e, src, counts));
+    MemraSliceMutU32 dst = {back, 2};
+    TU_OK(memra_dtoh_u32(w->e, tu_view_u32(counts), dst));
+    cr_assert(back[0] == 7 && back[1] == 9, "memra_dtoh_u32 read back %u, %u, not 7, 9", back[0],
+              back[1]);
+    tu_free(w->e, counts.ptr);
+}
+
+static const bi_suite SUITE_11 = {
+    .name = "bad_input_verify",
+    .ops = OPS_11,
+    .num_k = 2,
+    .num_v = 2,
+    .flags = BI_FIELD_NAMES | BI_ROTATE_GEOMETRIES,
+    .good_op = OA_V_SNAP,
+    .all_geometries = all_geometries_11,
+    .fixups = FIXUPS_11,
+    .n_fixups = sizeof FIXUPS_11 / sizeof FIXUPS_11[0],
+    .customs = BI_ENTRY_11,
+    .n_customs = &BI_N_ENTRY_11,
+    .good_calls = good_calls_11,
+};
+
+BI_SUITE_TESTS(bad_input_verify, SUITE_11)
