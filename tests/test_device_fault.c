@@ -68,16 +68,6 @@ typedef struct rig {
     uint64_t bad;
 } rig;
 
-static MemraSliceMutF32 filled(MemraEngine *e, size_t len, uint64_t seed, float spread)
-{
-    float *h = malloc(len * sizeof *h);
-    cr_assert_not_null(h);
-    tu_varied(h, len, seed, spread);
-    MemraSliceMutF32 s = tu_upload(e, h, len);
-    free(h);
-    return s;
-}
-
 static uint64_t bad_address(rig *r, int addr)
 {
     switch (addr) {
@@ -104,19 +94,28 @@ static void rig_init(rig *r, uint64_t seed)
 {
     memset(r, 0, sizeof *r);
     r->e = tu_engine(MEMRA_BACKEND_CUDA);
-    r->qkv = filled(r->e, T * CONV, seed + 1, 1.0f);
-    r->w = filled(r->e, CONV * TU_D_CONV, seed + 2, 0.5f);
-    r->ring = filled(r->e, TU_SMALL_RING, seed + 3, 1.0f);
-    r->canon = filled(r->e, STATE, seed + 4, 0.3f);
-    r->q = filled(r->e, T * VAL, seed + 5, 0.1f);
-    r->k = filled(r->e, T * VAL, seed + 6, 0.1f);
-    r->v = filled(r->e, T * VAL, seed + 7, 1.0f);
-    r->g = filled(r->e, T * NV, seed + 8, 0.5f);
-    r->beta = filled(r->e, T * NV, seed + 9, 0.5f);
-    r->dt = filled(r->e, NV, seed + 10, 0.5f);
-    r->a = filled(r->e, NV, seed + 11, 1.0f);
-    r->beta_raw = filled(r->e, T * NV, seed + 12, 2.0f);
-    r->alpha = filled(r->e, T * NV, seed + 13, 2.0f);
+    /* Inputs drawn from seed + 1, seed + 2, ... in this order. */
+    const struct {
+        MemraSliceMutF32 *dst;
+        size_t len;
+        float spread;
+    } in[] = {
+        {&r->qkv, T * CONV, 1.0f},
+        {&r->w, CONV * TU_D_CONV, 0.5f},
+        {&r->ring, TU_SMALL_RING, 1.0f},
+        {&r->canon, STATE, 0.3f},
+        {&r->q, T * VAL, 0.1f},
+        {&r->k, T * VAL, 0.1f},
+        {&r->v, T * VAL, 1.0f},
+        {&r->g, T * NV, 0.5f},
+        {&r->beta, T * NV, 0.5f},
+        {&r->dt, NV, 0.5f},
+        {&r->a, NV, 1.0f},
+        {&r->beta_raw, T * NV, 2.0f},
+        {&r->alpha, T * NV, 2.0f},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        *in[i].dst = tu_upload_varied(r->e, in[i].len, seed + 1 + i, in[i].spread);
     r->alt = tu_zeros(r->e, STATE);
     r->conv_out = tu_poisoned(r->e, T * CONV);
     r->o = tu_poisoned(r->e, T * VAL);

@@ -804,27 +804,13 @@ static eg_forbidden_param eg_forbidden_cases[] = {
     {EG_STEP_ERROR, false},
 };
 
-ParameterizedTestParameters(graph, forbidden_call_in_step_cpu)
+static void eg_check_forbidden_case(eg_forbidden_param p, MemraBackend backend)
 {
-    return cr_make_param_array(eg_forbidden_param, eg_forbidden_cases,
-                               sizeof eg_forbidden_cases / sizeof eg_forbidden_cases[0]);
+    eg_check_forbidden(backend, p.what, p.every_call);
 }
 
-ParameterizedTest(eg_forbidden_param *p, graph, forbidden_call_in_step_cpu)
-{
-    eg_check_forbidden(MEMRA_BACKEND_CPU, p->what, p->every_call);
-}
-
-ParameterizedTestParameters(graph, forbidden_call_in_step_cuda)
-{
-    return cr_make_param_array(eg_forbidden_param, eg_forbidden_cases,
-                               sizeof eg_forbidden_cases / sizeof eg_forbidden_cases[0]);
-}
-
-ParameterizedTest(eg_forbidden_param *p, graph, forbidden_call_in_step_cuda)
-{
-    eg_check_forbidden(MEMRA_BACKEND_CUDA, p->what, p->every_call);
-}
+TU_PARAM_TEST_BACKENDS(eg_forbidden_param, TU_PARAMS(eg_forbidden_param, eg_forbidden_cases), graph,
+                       forbidden_call_in_step, eg_check_forbidden_case)
 
 /* ---- handles where they do not belong ----------------------------------------------------- */
 

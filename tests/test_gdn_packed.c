@@ -649,41 +649,24 @@ static gp_param gp_batched_sweep[] = {{2, 3}, {3, 3}, {5, 3}, {8, 3}};
 /* Without snapshots: one and three sequences, both parities. */
 static gp_param gp_nosnap_sweep[] = {{2, 1}, {3, 1}, {4, 3}, {5, 3}};
 
-#define GP_PARAMS(array) cr_make_param_array(gp_param, array, sizeof array / sizeof array[0])
-
-/* One ParameterizedTest per (shape, mode, inputs, backend): the name says the case. */
-#define GP_SEED_TEST(tname, nk, nv, gmode, ginputs, backend)                                       \
+/* One ParameterizedTest per (shape, mode, inputs, backend) over the (t, b) pairs of `sweep`:
+ * the name says the case, `check` runs it. */
+#define GP_TEST(tname, sweep, nk, nv, gmode, ginputs, check, backend)                              \
     ParameterizedTestParameters(gdn_packed, tname)                                                 \
     {                                                                                              \
-        return GP_PARAMS(gp_seed_sweep);                                                           \
+        return TU_PARAMS(gp_param, sweep);                                                         \
     }                                                                                              \
     ParameterizedTest(gp_param *p, gdn_packed, tname)                                              \
     {                                                                                              \
         gp_case c = {#tname, nk, nv, p->t, p->b, gmode, ginputs, 0};                               \
-        gp_check(c, backend);                                                                      \
+        check(c, backend);                                                                         \
     }
-
+#define GP_SEED_TEST(tname, nk, nv, gmode, ginputs, backend)                                       \
+    GP_TEST(tname, gp_seed_sweep, nk, nv, gmode, ginputs, gp_check, backend)
 #define GP_BATCHED_TEST(tname, nk, nv, gmode, backend)                                             \
-    ParameterizedTestParameters(gdn_packed, tname)                                                 \
-    {                                                                                              \
-        return GP_PARAMS(gp_batched_sweep);                                                        \
-    }                                                                                              \
-    ParameterizedTest(gp_param *p, gdn_packed, tname)                                              \
-    {                                                                                              \
-        gp_case c = {#tname, nk, nv, p->t, p->b, gmode, GP_FRESH_INPUTS, 0};                       \
-        gp_check(c, backend);                                                                      \
-    }
-
+    GP_TEST(tname, gp_batched_sweep, nk, nv, gmode, GP_FRESH_INPUTS, gp_check, backend)
 #define GP_NOSNAP_TEST(tname, nk, nv, gmode, backend)                                              \
-    ParameterizedTestParameters(gdn_packed, tname)                                                 \
-    {                                                                                              \
-        return GP_PARAMS(gp_nosnap_sweep);                                                         \
-    }                                                                                              \
-    ParameterizedTest(gp_param *p, gdn_packed, tname)                                              \
-    {                                                                                              \
-        gp_case c = {#tname, nk, nv, p->t, p->b, gmode, GP_FRESH_INPUTS, 0};                       \
-        gp_check_nosnap(c, backend);                                                               \
-    }
+    GP_TEST(tname, gp_nosnap_sweep, nk, nv, gmode, GP_FRESH_INPUTS, gp_check_nosnap, backend)
 
 #define CPU MEMRA_BACKEND_CPU
 #define CUDA MEMRA_BACKEND_CUDA

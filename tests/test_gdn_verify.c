@@ -637,25 +637,7 @@ static struct criterion_test_params gv_make_cases(void)
     return cr_make_param_array(gv_case, cases, n, gv_free_cases);
 }
 
-ParameterizedTestParameters(gdn_verify, grid_cpu)
-{
-    return gv_make_cases();
-}
-
-ParameterizedTest(gv_case *c, gdn_verify, grid_cpu)
-{
-    gv_run_case(*c, MEMRA_BACKEND_CPU);
-}
-
-ParameterizedTestParameters(gdn_verify, grid_cuda)
-{
-    return gv_make_cases();
-}
-
-ParameterizedTest(gv_case *c, gdn_verify, grid_cuda)
-{
-    gv_run_case(*c, MEMRA_BACKEND_CUDA);
-}
+TU_PARAM_TEST_BACKENDS(gv_case, gv_make_cases(), gdn_verify, grid, gv_run_case)
 
 /* SNAPSHOTS mode with t = 1 writes no snapshot (their shapes hold no row), so snapshot views
  * are not required; given anyway (a host that keeps its snapshot buffers bound whatever t is),

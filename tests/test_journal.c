@@ -877,25 +877,8 @@ static jr_case jr_histories[] = {
     {16, 32, 4, 2, 2, 5, TILED, 0u, false, true, 0},
 };
 
-ParameterizedTestParameters(journal, histories_cpu)
-{
-    return cr_make_param_array(jr_case, jr_histories, sizeof jr_histories / sizeof jr_histories[0]);
-}
-
-ParameterizedTest(jr_case *c, journal, histories_cpu)
-{
-    jr_history_run(*c, MEMRA_BACKEND_CPU);
-}
-
-ParameterizedTestParameters(journal, histories_cuda)
-{
-    return cr_make_param_array(jr_case, jr_histories, sizeof jr_histories / sizeof jr_histories[0]);
-}
-
-ParameterizedTest(jr_case *c, journal, histories_cuda)
-{
-    jr_history_run(*c, MEMRA_BACKEND_CUDA);
-}
+TU_PARAM_TEST_BACKENDS(jr_case, TU_PARAMS(jr_case, jr_histories), journal, histories,
+                       jr_history_run)
 
 /* A journal replaces the t - 1 state snapshots of a verify; it must take at most a quarter of
  * their memory, for every t the suite uses and both shapes. */
@@ -1259,22 +1242,4 @@ static rb_case rb_cases[] = {
     {16, 32, 4, 4, 2, false, false, 0}, {16, 32, 4, 3, 2, true, true, 0},
 };
 
-ParameterizedTestParameters(rollback, cases_cpu)
-{
-    return cr_make_param_array(rb_case, rb_cases, sizeof rb_cases / sizeof rb_cases[0]);
-}
-
-ParameterizedTest(rb_case *c, rollback, cases_cpu)
-{
-    rb_run_case(*c, MEMRA_BACKEND_CPU);
-}
-
-ParameterizedTestParameters(rollback, cases_cuda)
-{
-    return cr_make_param_array(rb_case, rb_cases, sizeof rb_cases / sizeof rb_cases[0]);
-}
-
-ParameterizedTest(rb_case *c, rollback, cases_cuda)
-{
-    rb_run_case(*c, MEMRA_BACKEND_CUDA);
-}
+TU_PARAM_TEST_BACKENDS(rb_case, TU_PARAMS(rb_case, rb_cases), rollback, cases, rb_run_case)

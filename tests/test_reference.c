@@ -516,12 +516,10 @@ static rf_param rf_per_row_cases[] = {
     {2, 8, 8, 5, 2}, {2, 4, 4, 3, 3}, {16, 32, 4, 2, 3},
 };
 
-#define RF_PARAMS(array) cr_make_param_array(rf_param, array, sizeof array / sizeof array[0])
-
 #define RF_TEST(tname, cases, backend, runner)                                                     \
     ParameterizedTestParameters(reference, tname)                                                  \
     {                                                                                              \
-        return RF_PARAMS(cases);                                                                   \
+        return TU_PARAMS(rf_param, cases);                                                         \
     }                                                                                              \
     ParameterizedTest(rf_param *p, reference, tname)                                               \
     {                                                                                              \

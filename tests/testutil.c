@@ -56,6 +56,15 @@ MemraSliceMutU64 tu_upload_u64(MemraEngine *e, const uint64_t *host, size_t len)
     return s;
 }
 
+MemraSliceMutF32 tu_upload_varied(MemraEngine *e, size_t len, uint64_t seed, float spread)
+{
+    float *h = tu_host_array(len);
+    tu_varied(h, len, seed, spread);
+    MemraSliceMutF32 s = tu_upload(e, h, len);
+    free(h);
+    return s;
+}
+
 void tu_poison(MemraEngine *e, MemraSliceMutF32 s)
 {
     uint32_t *h = malloc(s.len * sizeof *h);

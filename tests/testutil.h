@@ -28,6 +28,8 @@ float *tu_download(MemraEngine *e, MemraSliceMutF32 s);
 /* A malloc'ed host array of `words` floats (at least one, so that an empty tensor still has
  * an address); fails the test when there is no memory. */
 float *tu_host_array(size_t words);
+/* A buffer of `len` values drawn by tu_varied(seed, spread). */
+MemraSliceMutF32 tu_upload_varied(MemraEngine *e, size_t len, uint64_t seed, float spread);
 /* Re-poisons an existing buffer. */
 void tu_poison(MemraEngine *e, MemraSliceMutF32 s);
 
@@ -59,6 +61,29 @@ void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
     Test(suite, name##_cuda)                                                                       \
     {                                                                                              \
         fn(MEMRA_BACKEND_CUDA);                                                                    \
+    }
+
+/* The Criterion parameters of a test over the static array `cases` of `type`. */
+#define TU_PARAMS(type, cases) cr_make_param_array(type, cases, sizeof cases / sizeof cases[0])
+
+/* Two parameterised tests, suite/name_cpu and suite/name_cuda, over the cases `params` returns
+ * (a cr_make_param_array expression), each calling fn(case, backend) with a copy of the case. */
+#define TU_PARAM_TEST_BACKENDS(type, params, suite, name, fn)                                      \
+    ParameterizedTestParameters(suite, name##_cpu)                                                 \
+    {                                                                                              \
+        return params;                                                                             \
+    }                                                                                              \
+    ParameterizedTest(type *tu_param_, suite, name##_cpu)                                          \
+    {                                                                                              \
+        fn(*tu_param_, MEMRA_BACKEND_CPU);                                                         \
+    }                                                                                              \
+    ParameterizedTestParameters(suite, name##_cuda)                                                \
+    {                                                                                              \
+        return params;                                                                             \
+    }                                                                                              \
+    ParameterizedTest(type *tu_param_, suite, name##_cuda)                                         \
+    {                                                                                              \
+        fn(*tu_param_, MEMRA_BACKEND_CUDA);                                                        \
     }
 
 /* ---- Copies into existing buffers ---- */
