@@ -9,8 +9,9 @@
  * tests/test_bad_input_entry.c) on the suite's small shape (docs/layouts.md: num_k 2,
  * num_v 4), two sequences of two rows each.
  * bad_input_verify: the 1.1 operations (memra_gdn_verify in its three modes,
- * memra_gdn_journal_commit, memra_gdn_rollback) and the 1.1 entry points, on two key and two
- * value heads: smaller on purpose, since every case ends with a good call that runs, and the
+ * memra_gdn_journal_commit, memra_gdn_rollback, the single-sequence
+ * memra_ssm_conv1d_fused_decode and memra_gdn_scan_s128) and the 1.1 entry points, on two key and
+ * two value heads: smaller on purpose, since every case ends with a good call that runs, and the
  * arena is read back twice per case.
  */
 #include <string.h>
@@ -210,11 +211,12 @@ BI_SUITE_TESTS(bad_input, SUITE_10)
 #define OPS_FOLD (OPS_VERIFY | BI_OP_BIT(OA_COMMIT))
 #define OPS_T (OPS_VERIFY | BI_OP_BIT(OA_ROLLBACK))
 #define OPS_SNAPS (BI_OP_BIT(OA_V_SNAP) | BI_OP_BIT(OA_ROLLBACK))
-#define OPS_11 (OPS_FOLD | BI_OP_BIT(OA_ROLLBACK))
+#define OPS_ARGS (OPS_FOLD | BI_OP_BIT(OA_ROLLBACK))
+#define OPS_11 (OPS_ARGS | BI_OP_BIT(OA_CONV_1) | BI_OP_BIT(OA_SCAN_1))
 
 static const bi_fixup FIXUPS_11[] = {
-    {"mode = 3", OPS_11, BI_INV, "mode", 0, {LIT(mode, 3)}},
-    {"mode = UINT32_MAX", OPS_11, BI_INV, "mode", 0, {LIT(mode, UINT32_MAX)}},
+    {"mode = 3", OPS_ARGS, BI_INV, "mode", 0, {LIT(mode, 3)}},
+    {"mode = UINT32_MAX", OPS_ARGS, BI_INV, "mode", 0, {LIT(mode, UINT32_MAX)}},
     {"a commit with mode = SNAPSHOTS",
      BI_OP_BIT(OA_COMMIT),
      BI_INV,
@@ -241,31 +243,31 @@ static const bi_fixup FIXUPS_11[] = {
      {LIT(mode, MEMRA_VERIFY_MODE_JOURNAL)}},
     {"head_order = 2", OPS_FOLD, BI_INV, "head_order", 0, {LIT(head_order, 2)}},
     {"head_order = UINT32_MAX", OPS_FOLD, BI_INV, "head_order", 0, {LIT(head_order, UINT32_MAX)}},
-    {"d_state = 64", OPS_11, BI_UNS, "d_state", 0, {LIT(d_state, 64)}},
-    {"d_state = 127", OPS_11, BI_UNS, "d_state", 0, {LIT(d_state, 127)}},
-    {"d_state = 1", OPS_11, BI_UNS, "d_state", 0, {LIT(d_state, 1)}},
+    {"d_state = 64", OPS_ARGS, BI_UNS, "d_state", 0, {LIT(d_state, 64)}},
+    {"d_state = 127", OPS_ARGS, BI_UNS, "d_state", 0, {LIT(d_state, 127)}},
+    {"d_state = 1", OPS_ARGS, BI_UNS, "d_state", 0, {LIT(d_state, 1)}},
     /* conv_dim = 2 * 256 + 128 = 640, below the world's 768: every view stays long enough and
      * only the GQA rule breaks. */
-    {"num_v = 1 not a multiple of num_k = 2", OPS_11, BI_INV, "num_v|num_k", 0, {LIT(num_v, 1)}},
+    {"num_v = 1 not a multiple of num_k = 2", OPS_ARGS, BI_INV, "num_v|num_k", 0, {LIT(num_v, 1)}},
     {"d_conv = 9 with a w view long enough for it",
-     OPS_11,
+     OPS_ARGS,
      BI_INV,
      "d_conv",
      BI_FX_FIT_W,
      {LIT(d_conv, MEMRA_D_CONV_MAX + 1)}},
-    {"d_conv = SIZE_MAX", OPS_11, BI_INV, "d_conv", 0, {LIT(d_conv, SIZE_MAX)}},
+    {"d_conv = SIZE_MAX", OPS_ARGS, BI_INV, "d_conv", 0, {LIT(d_conv, SIZE_MAX)}},
     /* b_n * t * conv_dim, b_n * 3 and every other b_n product are 0 modulo 2^64. */
-    {"b_n = 2^62 (every b_n product wraps to 0)", OPS_11, BI_INV, NULL, 0, {LIT(b_n, BI_P2(62))}},
+    {"b_n = 2^62 (every b_n product wraps to 0)", OPS_ARGS, BI_INV, NULL, 0, {LIT(b_n, BI_P2(62))}},
     {"t = 2^62 (b_n * t * num_v wraps to 0)", OPS_T, BI_INV, NULL, 0, {LIT(t, BI_P2(62))}},
     /* d_state * num_v wraps to the world's value_dim. */
     {"num_v = 2^57 + num_v (d_state * num_v wraps to value_dim)",
-     OPS_11,
+     OPS_ARGS,
      BI_INV,
      NULL,
      0,
      {SET(num_v, OA_Q_NV, BI_P2(57))}},
     {"num_k = num_v = 2^62 (d_state * num_k wraps to 0)",
-     OPS_11,
+     OPS_ARGS,
      BI_INV,
      NULL,
      0,
@@ -274,6 +276,44 @@ static const bi_fixup FIXUPS_11[] = {
      OPS_SNAPS,
      BI_INV,
      NULL,
+     0,
+     {LIT(num_v, BI_P2(50))}},
+    /* The single-sequence ops. */
+    {"d_conv = 9 with a w view long enough for it",
+     BI_OP_BIT(OA_CONV_1),
+     BI_INV,
+     "d_conv",
+     BI_FX_FIT_W,
+     {LIT(d_conv, MEMRA_D_CONV_MAX + 1)}},
+    {"d_conv = SIZE_MAX", BI_OP_BIT(OA_CONV_1), BI_INV, "d_conv", 0, {LIT(d_conv, SIZE_MAX)}},
+    {"conv_dim = 2^63, d_conv = 2 (w wraps to 0)",
+     BI_OP_BIT(OA_CONV_1),
+     BI_INV,
+     "[conv_dim, d_conv]",
+     0,
+     {LIT(conv_dim, BI_P2(63)), LIT(d_conv, 2)}},
+    {"conv_dim = 2^62 (conv_dim * d_conv wraps to 0)",
+     BI_OP_BIT(OA_CONV_1),
+     BI_INV,
+     "[conv_dim, d_conv]",
+     0,
+     {LIT(conv_dim, BI_P2(62))}},
+    {"num_v = 2^57 (t * num_v * 128 wraps to 0)",
+     BI_OP_BIT(OA_SCAN_1),
+     BI_INV,
+     "[t, num_v, 128]",
+     0,
+     {LIT(num_v, BI_P2(57))}},
+    {"t = 2^62 (t * num_v * 128 wraps to 0)",
+     BI_OP_BIT(OA_SCAN_1),
+     BI_INV,
+     "[t, num_v, 128]",
+     0,
+     {LIT(t, BI_P2(62))}},
+    {"num_v = 2^50 (only the state size overflows)",
+     BI_OP_BIT(OA_SCAN_1),
+     BI_INV,
+     "[num_v, 128, 128]",
      0,
      {LIT(num_v, BI_P2(50))}},
 };
@@ -320,6 +360,16 @@ static void good_calls_11(bi_world *w)
     cr_assert(back[0] == 7 && back[1] == 9, "memra_dtoh_u32 read back %u, %u, not 7, 9", back[0],
               back[1]);
     tu_free(w->e, counts.ptr);
+
+    /* The single-sequence ops: the state updated in place, and no ring at all for d_conv 1. */
+    bi_base_call(w, w->e, OA_SCAN_1, &c);
+    c.v.p[OA_SLOT(SCAN_1, state_out)] = c.v.p[OA_SLOT(SCAN_1, state_in)];
+    TU_OK(bi_invoke(&c));
+    bi_base_call(w, w->e, OA_CONV_1, &c);
+    c.v.z[OA_SC_d_conv] = 1;
+    c.v.len[OA_SLOT(CONV_1, w)] = c.v.z[OA_SC_conv_dim];
+    c.v.p[OA_SLOT(CONV_1, conv_state)] = c.v.len[OA_SLOT(CONV_1, conv_state)] = 0;
+    TU_OK(bi_invoke(&c));
 }
 
 static const bi_suite SUITE_11 = {
