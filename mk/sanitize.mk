@@ -176,7 +176,8 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(HEADERS) mk/sanitize.mk
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
 
-$(FUZZ_BIN): tests/fuzz/fuzz_abi.c abi/memra.h mk/sanitize.mk $(FUZZ_LIB_OBJ)
+$(FUZZ_BIN): tests/fuzz/fuzz_abi.c tests/bad_input/op_args.h tests/bad_input/op_args.def \
+              abi/memra.h mk/sanitize.mk $(FUZZ_LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -Iabi -D_GNU_SOURCE $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ \
 	    tests/fuzz/fuzz_abi.c $(FUZZ_LIB_OBJ) -lm -lpthread

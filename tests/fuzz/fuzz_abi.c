@@ -28,14 +28,23 @@
  * (memra_gdn_journal_len) long; journals start empty and counts valid, and a command of its own
  * writes one bad count and expects the next synchronisation to report it while the sequence's
  * ring, state and journal stay untouched. memra_gdn_journal_len, memra_alloc_u32,
- * memra_htod_u32_into and memra_dtoh_u32 are called with drawn arguments as well.
+ * memra_htod_u32_into and memra_dtoh_u32 are called with drawn arguments as well, and so are the
+ * single-sequence memra_ssm_conv1d_fused_decode (its ring a harness buffer) and
+ * memra_gdn_scan_s128 (its states too, the same buffer for both allowed).
  *
  * Shapes are drawn near small defaults (num_k = num_v = 1, conv_dim 384, t = 2, b_n = 1) so that
  * an all-zero input is a valid program and the kernels stay fast, with bytes that pick small
  * values, boundary values or values whose products overflow size_t.
  *
+ * Every operation's arguments, the slice lengths its shape requires and which slices it reads
+ * or writes come from the argument table the bad-input suites are generated from
+ * (tests/bad_input/op_args.def); the rules of what must be refused are this file's own.
+ *
  * Input format (bytes; a missing byte reads as 0, so every input is a program):
  *   command := op:u8 (op % N_CMD selects the command) followed by its own bytes, see run().
+ *   call    := op:u8 — below 243, op % 9 picks one of the nine operations of the first corpus
+ *              (the 1.0 ones, the verify, the commit, the rollback), 243 and above the
+ *              single-sequence conv and scan — then the shape scalars and one view per slot.
  *   scalar  := x:u8 — 0..127 the default, 128..191 the small value x - 128, 192..247 an entry of
  *              SPECIAL, 248..255 a raw u64 from the next 8 bytes.
  *   view    := buffer:u8 mode:u8 k:u8 — buffer 0 is the slot's default buffer; mode's low three
@@ -53,6 +62,9 @@
 #include <string.h>
 
 #include "memra.h"
+
+/* The operations' argument slots, shared with the bad-input suites. */
+#include "../bad_input/op_args.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -141,26 +153,9 @@ static float pick_float(reader *r, float def)
     return menu[x % (sizeof menu / sizeof menu[0])];
 }
 
-/* Saturating size arithmetic for the oracle: SIZE_MAX stands for "overflowed". */
-static size_t mul(size_t a, size_t b, bool *ovf)
-{
-    size_t r;
-    if (__builtin_mul_overflow(a, b, &r)) {
-        *ovf = true;
-        return SIZE_MAX;
-    }
-    return r;
-}
-
-static size_t add(size_t a, size_t b, bool *ovf)
-{
-    size_t r;
-    if (__builtin_add_overflow(a, b, &r)) {
-        *ovf = true;
-        return SIZE_MAX;
-    }
-    return r;
-}
+/* Saturating size arithmetic for the oracle (op_args.h): SIZE_MAX stands for "overflowed". */
+#define mul oa_mul
+#define add oa_add
 
 /* ---- Failing the run ---- */
 
@@ -193,62 +188,44 @@ typedef struct hbuf {
 #define MAX_PREPARED 4
 #define MAX_SLOTS 17
 
-enum {
-    OP_CONV_B,
-    OP_CONV_T,
-    OP_PREP_B,
-    OP_PREP_V,
-    OP_SCAN_B,
-    OP_SCAN_T,
-    OP_VERIFY,
-    OP_COMMIT,
-    OP_ROLLBACK,
-    N_OP
-};
+/* The operations are the argument table's (op_args.def), by their OA_* ids: the rows the
+ * fuzzer draws, in the table's order. A verify's mode is drawn too and picks the row of that
+ * mode for what each slot is. */
+#define OP_CONV_B OA_CONV_B
+#define OP_CONV_T OA_CONV_T
+#define OP_PREP_B OA_PREP_B
+#define OP_PREP_V OA_PREP_V
+#define OP_SCAN_B OA_SCAN_B
+#define OP_SCAN_T OA_SCAN_T
+#define OP_VERIFY OA_V_SNAP
+#define OP_COMMIT OA_COMMIT
+#define OP_ROLLBACK OA_ROLLBACK
+#define OP_CONV_1 OA_CONV_1
+#define OP_SCAN_1 OA_SCAN_1
 
-static const char *const OP_NAME[N_OP] = {
-    "memra_ssm_conv1d_fused_decode_b_view",
-    "memra_ssm_conv1d_fused_decode_tloop",
-    "memra_gdn_prep_decode_b",
-    "memra_gdn_prep_decode_b_view",
-    "memra_gdn_scan_s128_batched_view",
-    "memra_gdn_scan_s128_tsnap",
-    "memra_gdn_verify",
-    "memra_gdn_journal_commit",
-    "memra_gdn_rollback",
-};
+/* The drawn operations, and how many of them the first corpus was written for: an op byte
+ * below 243 (27 * 9) picks one of those nine as it always did, 243 and above the later ones. */
+#define N_OP_FIRST 9
+#define OP_BYTE_FIRST (27 * N_OP_FIRST)
+static int fuzz_ops[OA_N_OP];
+static int n_fuzz_ops;
 
-/* Slot kinds per operation, in argument order: i input, t pointer table, o output, s optional
- * output, u u32 counts, S snapshots (whose role depends on the mode). The 1.1 operations have
- * the MemraVerifyArgs slices in field order: qkv, table, w, beta_raw, alpha, dt_bias, a,
- * accepted, o, conv_outs, q_l2, k_l2, v_g, beta, g_log, snap_conv, snap_ssm; what each reads is
- * in verify_roles(). */
-#define VERIFY_SLOTS "itiiiiiuossssssSS"
-static const char *const OP_SLOTS[N_OP] = {
-    "itio",     "itios",      "iiiiiooooo", "iiiiiooooo", "iiiiitto",
-    "iiiiitos", VERIFY_SLOTS, VERIFY_SLOTS, VERIFY_SLOTS,
-};
+static int draw_op(uint8_t x)
+{
+    if (n_fuzz_ops == 0)
+        for (int op = 0; op < OA_N_OP; op++)
+            if (OA_OPS[op].fuzz)
+                fuzz_ops[n_fuzz_ops++] = op;
+    if (x < OP_BYTE_FIRST || n_fuzz_ops == N_OP_FIRST)
+        return fuzz_ops[x % N_OP_FIRST];
+    return fuzz_ops[N_OP_FIRST + (x - OP_BYTE_FIRST) % (n_fuzz_ops - N_OP_FIRST)];
+}
 
-/* The slices of MemraVerifyArgs, by slot. */
-enum {
-    VS_QKV,
-    VS_TABLE,
-    VS_W,
-    VS_BETA_RAW,
-    VS_ALPHA,
-    VS_DT_BIAS,
-    VS_A,
-    VS_ACCEPTED,
-    VS_O,
-    VS_CONV_OUTS,
-    VS_Q_L2,
-    VS_K_L2,
-    VS_V_G,
-    VS_BETA,
-    VS_G_LOG,
-    VS_SNAP_CONV,
-    VS_SNAP_SSM,
-};
+#define OP_NAME(op) (OA_OPS[op].fn)
+
+/* The slices of MemraVerifyArgs the harness handles itself, by slot. */
+#define VS_TABLE OA_SLOT(V_SNAP, table)
+#define VS_ACCEPTED OA_SLOT(V_SNAP, accepted)
 
 /* What a 1.1 operation makes of a slot (call.role). */
 enum {
@@ -278,6 +255,10 @@ enum {
 
 typedef struct call {
     int op;
+    /* The argument table's row for what each slot is: the operation's, or for a verify the
+     * row of its mode (FINAL_ONLY's for a mode that is none: it reads neither the counts nor
+     * the snapshots). */
+    int row;
     MemraEngine *engine;
     size_t d_state, num_v, num_k, key_dim, conv_dim, d_conv, t, b_n;
     float eps, scale;
@@ -315,25 +296,75 @@ typedef struct fuzz {
 
 static size_t slot_elem(const call *c, int s)
 {
-    return OP_SLOTS[c->op][s] == 't' ? sizeof(uint64_t) : sizeof(float);
+    return oa_elem(c->row, s);
+}
+
+static int slot_kind(const call *c, int s)
+{
+    return oa_slot_of(c->row, s)->kind;
+}
+
+/* How many pointer tables the operation takes. */
+static int n_tables(int op)
+{
+    int n = 0;
+    for (int s = 0; s < OA_OPS[op].n; s++)
+        n += oa_slot_of(op, s)->kind == OA_K_TAB;
+    return n;
 }
 
 static bool is_verify_op(int op)
 {
-    return op == OP_VERIFY || op == OP_COMMIT || op == OP_ROLLBACK;
+    return OA_OPS[op].form == OA_FORM_ARGS;
 }
 
 static bool slot_output(const call *c, int s)
 {
     if (is_verify_op(c->op))
         return c->role[s] == RO_REQ_OUT || c->role[s] == RO_OPT_OUT;
-    char k = OP_SLOTS[c->op][s];
-    return k == 'o' || k == 's';
+    return oa_is_output(c->op, s);
 }
 
-static bool is_packed(int op)
+/* Whether the operation takes a scalar (t, b_n, ...). */
+static bool reads(int op, int sc)
 {
-    return op == OP_CONV_T || op == OP_SCAN_T;
+    return OA_OPS[op].base[sc] != 0;
+}
+
+/* Whether a slot's length has a t - 1 factor: a snapshot. */
+static bool is_snapshot(const call *c, int s)
+{
+    const int *f = oa_slot_of(c->row, s)->f;
+    return f[0] == OA_F_T1 || f[1] == OA_F_T1 || f[2] == OA_F_T1 || f[3] == OA_F_T1;
+}
+
+/* The call's arguments as the argument table holds them. */
+static void call_values(const call *c, oa_values *v)
+{
+    memset(v, 0, sizeof *v);
+    memcpy(v->p, c->p, sizeof c->p);
+    memcpy(v->len, c->len, sizeof c->len);
+    v->z[OA_SC_d_state] = c->d_state;
+    v->z[OA_SC_num_v] = c->num_v;
+    v->z[OA_SC_num_k] = c->num_k;
+    v->z[OA_SC_key_dim] = c->key_dim;
+    v->z[OA_SC_conv_dim] = c->conv_dim;
+    v->z[OA_SC_d_conv] = c->d_conv;
+    v->z[OA_SC_t] = c->t;
+    v->z[OA_SC_b_n] = c->b_n;
+    v->z[OA_SC_mode] = c->mode;
+    v->z[OA_SC_head_order] = c->order;
+    v->f[OA_SC_eps] = c->eps;
+    v->f[OA_SC_scale] = c->scale;
+}
+
+/* The elements every slot needs for the call's shape (the table's lengths). */
+static void needs(call *c, bool *ovf)
+{
+    oa_values v;
+    call_values(c, &v);
+    for (int s = 0; s < c->n; s++)
+        c->need[s] = oa_need(c->row, s, v.z, ovf);
 }
 
 static int add_buf(fuzz *f, void *ptr, size_t bytes, bool table)
@@ -367,63 +398,35 @@ static int new_data_buf(fuzz *f, size_t words, uint8_t seed)
 
 /* ---- The oracle: the rules of docs/bad-input.md, written from that page ---- */
 
-/* What each 1.1 operation reads (abi/memra.h): the verify every slice but the counts outside
- * JOURNAL mode and the snapshots outside SNAPSHOTS mode (which must then be empty); the commit
- * the table, w, dt_bias, a and the counts; the rollback the table, the counts and the
- * snapshots, as inputs. */
+/* What each 1.1 operation reads (abi/memra.h, in the argument table): the verify every slice
+ * but the counts outside JOURNAL mode and the snapshots outside SNAPSHOTS mode (which must then
+ * be empty); the commit the table, w, dt_bias, a and the counts; the rollback the table, the
+ * counts and the snapshots, as inputs. */
 static void verify_roles(call *c)
 {
+    c->row = c->op;
+    if (c->op == OP_VERIFY)
+        c->row = c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS ? OA_V_SNAP
+                 : c->mode == MEMRA_VERIFY_MODE_JOURNAL ? OA_V_JOURNAL
+                                                        : OA_V_FINAL;
     for (int s = 0; s < c->n; s++) {
-        char role = RO_IGNORED;
-        if (c->op == OP_VERIFY) {
-            if (s == VS_ACCEPTED)
-                role = c->mode == MEMRA_VERIFY_MODE_JOURNAL ? RO_REQ_IN : RO_EMPTY;
-            else if (s == VS_SNAP_CONV || s == VS_SNAP_SSM)
-                role = c->mode != MEMRA_VERIFY_MODE_SNAPSHOTS ? RO_EMPTY
-                       : c->t >= 2                            ? RO_REQ_OUT
-                                                              : RO_T1_SNAP;
-            else if (s == VS_O)
-                role = RO_REQ_OUT;
-            else if (s > VS_O)
-                role = RO_OPT_OUT;
-            else
-                role = RO_REQ_IN;
-        } else if (c->op == OP_COMMIT) {
-            if (s == VS_TABLE || s == VS_W || s == VS_DT_BIAS || s == VS_A || s == VS_ACCEPTED)
-                role = RO_REQ_IN;
-        } else if (s == VS_TABLE || s == VS_ACCEPTED || s == VS_SNAP_CONV || s == VS_SNAP_SSM) {
-            role = RO_REQ_IN;
+        switch (slot_kind(c, s)) {
+        case OA_K_OUT:
+            /* SNAPSHOTS mode with t = 1: no snapshot shape; see oracle_verify(). */
+            c->role[s] = is_snapshot(c, s) && c->t < 2 ? RO_T1_SNAP : RO_REQ_OUT;
+            break;
+        case OA_K_OPT:
+            c->role[s] = RO_OPT_OUT;
+            break;
+        case OA_K_EMPTY:
+            c->role[s] = RO_EMPTY;
+            break;
+        case OA_K_IGNORED:
+            c->role[s] = RO_IGNORED;
+            break;
+        default:
+            c->role[s] = RO_REQ_IN;
         }
-        c->role[s] = role;
-    }
-}
-
-/* The elements each slot of a 1.1 call needs. */
-static void verify_needs(call *c, bool *ovf)
-{
-    size_t *n = c->need;
-    const size_t t = c->op == OP_COMMIT ? 0 : c->t;
-    const size_t pad = c->d_conv >= 1 ? c->d_conv - 1 : 0;
-    const size_t key = mul(S, c->num_k, ovf);
-    const size_t conv = add(mul(key, 2, ovf), mul(S, c->num_v, ovf), ovf);
-    const size_t rows = mul(c->b_n, t, ovf);
-    const size_t heads = mul(rows, c->num_v, ovf);
-    for (int s = 0; s < c->n; s++)
-        n[s] = 0;
-    n[VS_TABLE] = mul(c->b_n, 3, ovf);
-    n[VS_W] = mul(conv, c->d_conv, ovf);
-    n[VS_DT_BIAS] = n[VS_A] = c->num_v;
-    n[VS_ACCEPTED] = c->b_n;
-    if (c->op == OP_VERIFY) {
-        n[VS_QKV] = n[VS_CONV_OUTS] = mul(rows, conv, ovf);
-        n[VS_BETA_RAW] = n[VS_ALPHA] = n[VS_BETA] = n[VS_G_LOG] = heads;
-        n[VS_O] = n[VS_Q_L2] = n[VS_K_L2] = n[VS_V_G] = mul(heads, S, ovf);
-    }
-    if ((c->op == OP_VERIFY && c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS && t >= 2) ||
-        c->op == OP_ROLLBACK) {
-        const size_t snaps = mul(c->b_n, t >= 1 ? t - 1 : 0, ovf);
-        n[VS_SNAP_CONV] = mul(mul(snaps, conv, ovf), pad, ovf);
-        n[VS_SNAP_SSM] = mul(mul(snaps, c->num_v, ovf), S * S, ovf);
     }
 }
 
@@ -450,7 +453,7 @@ static int oracle_verify(call *c)
         bad |= !isfinite(c->eps);
     if (c->op == OP_VERIFY)
         bad |= !isfinite(c->scale);
-    verify_needs(c, &ovf);
+    needs(c, &ovf);
     bad |= ovf;
     for (int s = 0; s < c->n && !ovf; s++) {
         const char role = c->role[s];
@@ -497,61 +500,15 @@ static int oracle_verify(call *c)
     return open ? V_EITHER : V_OK;
 }
 
-static void op_needs(call *c, bool *ovf)
-{
-    size_t rows, t = is_packed(c->op) ? c->t : 1, width = is_packed(c->op) ? 3 : 1;
-    size_t *n = c->need;
-    switch (c->op) {
-    case OP_CONV_B:
-    case OP_CONV_T: {
-        size_t pad = c->d_conv >= 1 ? c->d_conv - 1 : 0;
-        rows = mul(c->b_n, t, ovf);
-        n[0] = mul(rows, c->conv_dim, ovf);
-        n[1] = mul(c->b_n, width, ovf);
-        n[2] = mul(c->conv_dim, c->d_conv, ovf);
-        n[3] = n[0];
-        if (c->op == OP_CONV_T)
-            n[4] = mul(mul(mul(c->b_n, t >= 1 ? t - 1 : 0, ovf), c->conv_dim, ovf), pad, ovf);
-        break;
-    }
-    case OP_PREP_B:
-    case OP_PREP_V: {
-        size_t heads = mul(c->b_n, c->num_v, ovf);
-        n[0] = mul(c->b_n, c->conv_dim, ovf);
-        n[1] = n[2] = heads;
-        n[3] = n[4] = c->num_v;
-        n[5] = n[6] = n[7] = mul(heads, c->d_state, ovf);
-        n[8] = n[9] = heads;
-        break;
-    }
-    case OP_SCAN_B:
-    case OP_SCAN_T: {
-        size_t heads = mul(mul(c->b_n, t, ovf), c->num_v, ovf);
-        size_t act = mul(heads, S, ovf);
-        n[0] = n[1] = n[2] = act;
-        n[3] = n[4] = heads;
-        if (c->op == OP_SCAN_B) {
-            n[5] = n[6] = c->b_n;
-            n[7] = act;
-        } else {
-            n[5] = mul(c->b_n, 3, ovf);
-            n[6] = act;
-            n[7] = mul(mul(mul(c->b_n, t >= 1 ? t - 1 : 0, ovf), c->num_v, ovf), S * S, ovf);
-        }
-        break;
-    }
-    }
-}
-
 static int oracle(call *c)
 {
     if (is_verify_op(c->op))
         return oracle_verify(c);
     bool bad = false, unsupported = false, ovf = false;
-    size_t t = is_packed(c->op) ? c->t : 1;
     switch (c->op) {
     case OP_CONV_B:
     case OP_CONV_T:
+    case OP_CONV_1:
         bad |= c->conv_dim == 0 || c->d_conv < 1 || c->d_conv > MEMRA_D_CONV_MAX;
         break;
     case OP_PREP_B:
@@ -571,15 +528,16 @@ static int oracle(call *c)
     }
     case OP_SCAN_B:
     case OP_SCAN_T:
+    case OP_SCAN_1:
         bad |= c->num_v == 0 || !isfinite(c->scale);
         break;
     }
-    bad |= t == 0 || c->b_n == 0;
-    op_needs(c, &ovf);
+    bad |= (reads(c->op, OA_SC_t) && c->t == 0) || (reads(c->op, OA_SC_b_n) && c->b_n == 0);
+    needs(c, &ovf);
     bad |= ovf;
 
     for (int s = 0; s < c->n && !ovf; s++) {
-        bool optional = OP_SLOTS[c->op][s] == 's';
+        bool optional = slot_kind(c, s) == OA_K_OPT;
         if (optional && c->p[s] == 0 && c->len[s] == 0)
             continue;
         size_t bytes;
@@ -596,9 +554,9 @@ static int oracle(call *c)
             continue;
         uintptr_t lo = c->p[s], hi = lo + c->need[s] * slot_elem(c, s);
         for (int o = 0; o < c->n; o++) {
-            bool optional = OP_SLOTS[c->op][o] == 's';
+            /* The in-place update the rules allow: exactly the same address. */
             if (o == s || c->p[o] == 0 || c->need[o] == 0 ||
-                (optional && c->p[o] == 0 && c->len[o] == 0))
+                (oa_may_alias(c->op, s, o) && c->p[o] == c->p[s]))
                 continue;
             uintptr_t olo = c->p[o], ohi = olo + c->need[o] * slot_elem(c, o);
             bad |= lo < ohi && olo < hi;
@@ -680,7 +638,7 @@ static void read_view(fuzz *f, reader *r, call *c, int s, int own_table, int def
 {
     uint8_t sel = rd8(r), mode = rd8(r), k = rd8(r);
     size_t elem = slot_elem(c, s);
-    bool table = OP_SLOTS[c->op][s] == 't' || OP_SLOTS[c->op][s] == 'u';
+    bool table = slot_kind(c, s) == OA_K_TAB || slot_kind(c, s) == OA_K_U32;
     int bi;
     if (table)
         bi = own_table;
@@ -697,7 +655,7 @@ static void read_view(fuzz *f, reader *r, call *c, int s, int own_table, int def
         bi = def_buf;
     /* Optional slots are left out on request; slots a 1.1 operation must find empty (or
      * ignores) are left out unless asked for. */
-    bool drop = (OP_SLOTS[c->op][s] == 's' || OP_SLOTS[c->op][s] == 'S') && (mode & 0xC0) == 0xC0;
+    bool drop = (slot_kind(c, s) == OA_K_OPT || is_snapshot(c, s)) && (mode & 0xC0) == 0xC0;
     if (is_verify_op(c->op) &&
         (c->role[s] == RO_EMPTY || c->role[s] == RO_IGNORED || c->role[s] == RO_T1_SNAP))
         drop = (mode & 0xC0) != 0x80;
@@ -944,16 +902,17 @@ static bool read_call(fuzz *f, reader *r, call *c)
     memset(c, 0, sizeof *c);
     c->tab[0] = c->tab[1] = -1;
     c->acc = -1;
-    c->op = rd8(r) % N_OP;
+    c->op = draw_op(rd8(r));
+    c->row = c->op;
     c->engine = f->e;
-    c->n = (int)strlen(OP_SLOTS[c->op]);
+    c->n = OA_OPS[c->op].n;
     c->d_state = pick(r, S);
     c->num_k = pick(r, 1);
     c->num_v = pick(r, c->num_k);
     bool o = false;
     c->key_dim = pick(r, mul(c->d_state, c->num_k, &o));
     size_t model_conv = add(mul(c->key_dim, 2, &o), mul(c->d_state, c->num_v, &o), &o);
-    c->conv_dim = pick(r, c->op <= OP_CONV_T ? 384 : model_conv);
+    c->conv_dim = pick(r, c->op == OP_PREP_B || c->op == OP_PREP_V ? model_conv : 384);
     c->d_conv = pick(r, 4);
     c->t = pick(r, 2);
     c->b_n = pick(r, 1);
@@ -977,21 +936,18 @@ static bool read_call(fuzz *f, reader *r, call *c)
     }
 
     bool ovf = false;
-    if (is_verify_op(c->op))
-        verify_needs(c, &ovf);
-    else
-        op_needs(c, &ovf);
+    needs(c, &ovf);
     /* Tables: the needed entries plus a few (capped: a longer need is refused anyway). */
     size_t entries = 1 + (flags & 3);
     for (int s = 0; s < c->n; s++)
-        if (OP_SLOTS[c->op][s] == 't' && c->need[s] < 64 && c->need[s] + (flags & 3) > entries)
+        if (slot_kind(c, s) == OA_K_TAB && c->need[s] < 64 && c->need[s] + (flags & 3) > entries)
             entries = c->need[s] + (flags & 3);
-    if (strchr(OP_SLOTS[c->op], 't')) {
+    if (n_tables(c->op) > 0) {
         c->tab[0] = new_table(f, entries);
         /* The per-row scan's out_ptrs: a table of its own, or in place (the same entries). */
-        if (c->op == OP_SCAN_B && !(flags & 4))
+        if (n_tables(c->op) == 2 && !(flags & 4))
             c->tab[1] = new_table(f, entries);
-        if (c->tab[0] < 0 || (c->op == OP_SCAN_B && !(flags & 4) && c->tab[1] < 0)) {
+        if (c->tab[0] < 0 || (n_tables(c->op) == 2 && !(flags & 4) && c->tab[1] < 0)) {
             free_call(f, c);
             return false;
         }
@@ -1007,9 +963,9 @@ static bool read_call(fuzz *f, reader *r, call *c)
     int tables_seen = 0;
     for (int s = 0; s < c->n; s++) {
         int own = -1;
-        if (OP_SLOTS[c->op][s] == 't')
+        if (slot_kind(c, s) == OA_K_TAB)
             own = c->tab[tables_seen++ == 0 || c->tab[1] < 0 ? 0 : 1];
-        if (OP_SLOTS[c->op][s] == 'u')
+        if (slot_kind(c, s) == OA_K_U32)
             own = c->acc;
         read_view(f, r, c, s, own, s % DEFAULT_BUFS);
     }
@@ -1076,69 +1032,19 @@ static MemraVerifyArgs *verify_args(const call *c)
     a->b_n = c->b_n;
     a->eps = c->eps;
     a->scale = c->scale;
-#define VI(i) ((MemraSliceF32){(const float *)c->p[i], c->len[i]})
-#define VO(i) ((MemraSliceMutF32){(float *)c->p[i], c->len[i]})
-    a->qkv = VI(VS_QKV);
-    a->table = (MemraSliceU64){(const uint64_t *)c->p[VS_TABLE], c->len[VS_TABLE]};
-    a->w = VI(VS_W);
-    a->beta_raw = VI(VS_BETA_RAW);
-    a->alpha = VI(VS_ALPHA);
-    a->dt_bias = VI(VS_DT_BIAS);
-    a->a = VI(VS_A);
-    a->accepted = (MemraSliceU32){(const uint32_t *)c->p[VS_ACCEPTED], c->len[VS_ACCEPTED]};
-    a->o = VO(VS_O);
-    a->conv_outs = VO(VS_CONV_OUTS);
-    a->q_l2 = VO(VS_Q_L2);
-    a->k_l2 = VO(VS_K_L2);
-    a->v_g = VO(VS_V_G);
-    a->beta = VO(VS_BETA);
-    a->g_log = VO(VS_G_LOG);
-    a->snap_conv = VO(VS_SNAP_CONV);
-    a->snap_ssm = VO(VS_SNAP_SSM);
-#undef VI
-#undef VO
+    for (int s = 0; s < c->n; s++)
+        oa_set_field(a, c->op, s, c->p[s], c->len[s]);
     return a;
 }
 
 static MemraStatus invoke(const call *c, MemraEngine *e)
 {
-    if (is_verify_op(c->op)) {
-        MemraVerifyArgs *a = verify_args(c);
-        MemraStatus st = c->op == OP_VERIFY   ? memra_gdn_verify(e, a)
-                         : c->op == OP_COMMIT ? memra_gdn_journal_commit(e, a)
-                                              : memra_gdn_rollback(e, a);
-        free(a);
-        return st;
-    }
-#define FI(i) ((MemraSliceF32){(const float *)c->p[i], c->len[i]})
-#define FO(i) ((MemraSliceMutF32){(float *)c->p[i], c->len[i]})
-#define UI(i) ((MemraSliceU64){(const uint64_t *)c->p[i], c->len[i]})
-    switch (c->op) {
-    case OP_CONV_B:
-        return memra_ssm_conv1d_fused_decode_b_view(e, FI(0), UI(1), FI(2), FO(3), c->conv_dim,
-                                                    c->d_conv, c->b_n);
-    case OP_CONV_T:
-        return memra_ssm_conv1d_fused_decode_tloop(e, FI(0), UI(1), FI(2), FO(3), FO(4),
-                                                   c->conv_dim, c->d_conv, c->t, c->b_n);
-    case OP_PREP_B:
-        return memra_gdn_prep_decode_b(e, FI(0), FI(1), FI(2), FI(3), FI(4), FO(5), FO(6), FO(7),
-                                       FO(8), FO(9), c->d_state, c->num_v, c->num_k, c->key_dim,
-                                       c->eps, c->conv_dim, c->b_n);
-    case OP_PREP_V:
-        return memra_gdn_prep_decode_b_view(e, FI(0), FI(1), FI(2), FI(3), FI(4), FO(5), FO(6),
-                                            FO(7), FO(8), FO(9), c->d_state, c->num_v, c->num_k,
-                                            c->key_dim, c->eps, c->conv_dim, c->b_n);
-    case OP_SCAN_B:
-        return memra_gdn_scan_s128_batched_view(e, FI(0), FI(1), FI(2), FI(3), FI(4), UI(5), UI(6),
-                                                FO(7), c->num_v, c->b_n, c->scale);
-    case OP_SCAN_T:
-        return memra_gdn_scan_s128_tsnap(e, FI(0), FI(1), FI(2), FI(3), FI(4), UI(5), FO(6),
-                                         c->num_v, c->t, c->b_n, c->scale, FO(7));
-    }
-#undef FI
-#undef FO
-#undef UI
-    abort();
+    oa_values v;
+    call_values(c, &v);
+    MemraVerifyArgs *a = is_verify_op(c->op) ? verify_args(c) : NULL;
+    MemraStatus st = oa_invoke(c->op, e, &v, a);
+    free(a);
+    return st;
 }
 
 /* ---- "Nothing written": a copy of every buffer and table target before a call ---- */
@@ -1233,9 +1139,9 @@ static void cmd_op(fuzz *f, reader *r)
     if (look)
         take(f, &c, &sh);
     MemraStatus st = invoke(&c, f->e);
-    check_status(OP_NAME[c.op], c.verdict, st);
+    check_status(OP_NAME(c.op), c.verdict, st);
     if (look)
-        compare(f, &c, &sh, OP_NAME[c.op]);
+        compare(f, &c, &sh, OP_NAME(c.op));
     free_call(f, &c);
 }
 
@@ -1446,15 +1352,15 @@ static void cmd_bad_count(fuzz *f, reader *r)
             abort();
         memcpy(before[i], c.targets[row + (size_t)i], bytes);
     }
-    check_status(OP_NAME[c.op], V_OK, invoke(&c, f->e));
+    check_status(OP_NAME(c.op), V_OK, invoke(&c, f->e));
     st = memra_engine_synchronize(f->e);
     if (st != MEMRA_STATUS_INVALID_ARGUMENT)
-        die(OP_NAME[c.op], "a bad count must be reported by the next synchronisation", st);
-    if (strstr(memra_last_error_message(), OP_NAME[c.op]) == NULL)
-        die(OP_NAME[c.op], "the report of a bad count does not name the operation", st);
+        die(OP_NAME(c.op), "a bad count must be reported by the next synchronisation", st);
+    if (strstr(memra_last_error_message(), OP_NAME(c.op)) == NULL)
+        die(OP_NAME(c.op), "the report of a bad count does not name the operation", st);
     for (int i = 0; i < 3; i++) {
         if (memcmp(before[i], c.targets[row + (size_t)i], target_size(&c, row + (size_t)i)))
-            die(OP_NAME[c.op], "a bad count changed its sequence's buffers", st);
+            die(OP_NAME(c.op), "a bad count changed its sequence's buffers", st);
         free(before[i]);
     }
     check_status("memra_engine_synchronize", V_OK, memra_engine_synchronize(f->e));
@@ -1553,7 +1459,7 @@ static MemraStatus fuzz_step(MemraEngine *e, void *user)
     }
     for (int i = 0; i < x->n; i++) {
         MemraStatus st = invoke(&x->calls[i], e);
-        check_status(OP_NAME[x->calls[i].op], x->calls[i].verdict, st);
+        check_status(OP_NAME(x->calls[i].op), x->calls[i].verdict, st);
         if (st != MEMRA_STATUS_OK)
             return st;
     }
@@ -1675,7 +1581,7 @@ static void cmd_dead_handle(fuzz *f, reader *r, uint8_t which)
         call c;
         if (!read_call(f, r, &c))
             return;
-        check_status(OP_NAME[c.op], c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID,
+        check_status(OP_NAME(c.op), c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID,
                      invoke(&c, dead));
         free_call(f, &c);
         break;
@@ -1730,7 +1636,7 @@ static void cmd_bad_handle(fuzz *f, reader *r)
         call c;
         if (!read_call(f, r, &c))
             return;
-        check_status(OP_NAME[c.op], c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID, invoke(&c, e));
+        check_status(OP_NAME(c.op), c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID, invoke(&c, e));
         free_call(f, &c);
         break;
     }
