@@ -279,34 +279,27 @@ static void gv_seqs_collect(MemraEngine *e, const tu_gdn_shape *sh, const gv_seq
 static void gv_program(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
                        const tu_gdn_inputs *h, gv_result *ref)
 {
-    const size_t t = c->t, b = c->b, cd = sh->conv_dim, nv = sh->num_v;
-    const MemraSliceMutF32 none = {NULL, 0};
-    MemraSliceMutF32 w = tu_upload(e, h->w, cd * sh->d_conv);
-    MemraSliceMutF32 dt_bias = tu_upload(e, h->dt_bias, nv);
-    MemraSliceMutF32 a = tu_upload(e, h->a, nv);
-    MemraSliceMutF32 qkv = tu_upload(e, h->qkv, b * t * cd);
-    MemraSliceMutF32 beta_raw = tu_upload(e, h->beta_raw, b * t * nv);
-    MemraSliceMutF32 alpha = tu_upload(e, h->alpha, b * t * nv);
+    const size_t t = c->t, b = c->b;
+    tu_gdn_device d;
+    tu_gdn_upload(e, sh, t, b, h, &d);
     MemraSliceMutF32 out[TU_GDN_N_VIEWS];
     for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         out[i] = tu_poisoned(e, ref->len[i] ? ref->len[i] : 1);
     gv_seqs q;
     gv_seqs_fill(e, sh, h, &q, b, true);
     MemraSliceMutU64 table = gv_table(e, &q);
-    const MemraSliceMutF32 snap_conv = ref->len[TU_GDN_SNAP_CONV] ? out[TU_GDN_SNAP_CONV] : none;
-    const MemraSliceMutF32 snap_ssm = ref->len[TU_GDN_SNAP_SSM] ? out[TU_GDN_SNAP_SSM] : none;
+    /* The 1.0 packed program reads the arguments of a tiled SNAPSHOTS verify with every output
+     * given (none for an empty snapshot tensor). */
+    MemraVerifyArgs v;
+    MemraSliceMutF32 *views[TU_GDN_N_VIEWS];
+    const MemraSliceMutF32 none = {NULL, 0};
+    tu_gdn_args_init(&v, sh, t, b, MEMRA_VERIFY_MODE_SNAPSHOTS, MEMRA_HEAD_ORDER_TILED, &d);
+    v.table = tu_view_u64(table);
+    tu_gdn_views(&v, views);
+    for (int i = 0; i < TU_GDN_N_VIEWS; i++)
+        *views[i] = ref->len[i] ? out[i] : none;
+    TU_OK(tu_packed_program(e, &v, NULL));
 
-    TU_OK(memra_ssm_conv1d_fused_decode_tloop(e, tu_view(qkv), tu_view_u64(table), tu_view(w),
-                                              out[TU_GDN_CONV_OUTS], snap_conv, cd, sh->d_conv, t,
-                                              b));
-    TU_OK(memra_gdn_prep_decode_b(
-        e, tu_view(out[TU_GDN_CONV_OUTS]), tu_view(beta_raw), tu_view(alpha), tu_view(dt_bias),
-        tu_view(a), out[TU_GDN_Q_L2], out[TU_GDN_K_L2], out[TU_GDN_V_G], out[TU_GDN_BETA],
-        out[TU_GDN_G_LOG], MEMRA_D_STATE, nv, sh->num_k, sh->key_dim, TU_GDN_EPS, cd, b * t));
-    TU_OK(memra_gdn_scan_s128_tsnap(e, tu_view(out[TU_GDN_Q_L2]), tu_view(out[TU_GDN_K_L2]),
-                                    tu_view(out[TU_GDN_V_G]), tu_view(out[TU_GDN_G_LOG]),
-                                    tu_view(out[TU_GDN_BETA]), tu_view_u64(table), out[TU_GDN_O],
-                                    nv, t, b, TU_GDN_SCALE, snap_ssm));
     for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         if (ref->len[i])
             tu_download_into(e, tu_sub(out[i], 0, ref->len[i]), ref->t[i]);
@@ -317,9 +310,8 @@ static void gv_program(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
               "%s: the 1.0 program's o is not finite (the inputs are out of range)", desc);
 
     gv_seqs_free(e, &q);
-    void *bufs[] = {w.ptr, dt_bias.ptr, a.ptr, qkv.ptr, beta_raw.ptr, alpha.ptr, table.ptr};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tu_free(e, bufs[i]);
+    tu_gdn_device_free(e, &d);
+    tu_free(e, table.ptr);
     for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         tu_free(e, out[i].ptr);
 }
@@ -408,14 +400,10 @@ static void gv_check(MemraEngine *e, gv_run *r, const gv_seqs *q, const gv_resul
 static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
                       const tu_gdn_inputs *h, const gv_result *ref)
 {
-    const size_t t = c->t, b = c->b, cd = sh->conv_dim, nv = sh->num_v;
+    const size_t t = c->t, b = c->b;
     gv_run r = {.c = c, .sh = *sh};
-    MemraSliceMutF32 w = tu_upload(e, h->w, cd * sh->d_conv);
-    MemraSliceMutF32 dt_bias = tu_upload(e, h->dt_bias, nv);
-    MemraSliceMutF32 a = tu_upload(e, h->a, nv);
-    MemraSliceMutF32 qkv = tu_upload(e, h->qkv, b * t * cd);
-    MemraSliceMutF32 beta_raw = tu_upload(e, h->beta_raw, b * t * nv);
-    MemraSliceMutF32 alpha = tu_upload(e, h->alpha, b * t * nv);
+    tu_gdn_device d;
+    tu_gdn_upload(e, sh, t, b, h, &d);
 
     size_t at = GV_GAP;
     for (int i = 0; i < TU_GDN_N_VIEWS; i++) {
@@ -429,28 +417,11 @@ static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
     gv_seqs_fill(e, sh, h, &first, b, true);
     MemraSliceMutU64 table = gv_table(e, &first);
 
-    TU_OK(memra_verify_args_init(&r.args));
     MemraVerifyArgs *v = &r.args;
-    v->mode = c->mode;
-    v->head_order = c->order;
-    v->num_k = sh->num_k;
-    v->num_v = nv;
-    v->d_conv = sh->d_conv;
-    v->t = t;
-    v->b_n = b;
-    v->eps = TU_GDN_EPS;
-    v->scale = TU_GDN_SCALE;
-    v->qkv = tu_view(qkv);
+    tu_gdn_args_init(v, sh, t, b, c->mode, c->order, &d);
     v->table = tu_view_u64(table);
-    v->w = tu_view(w);
-    v->beta_raw = tu_view(beta_raw);
-    v->alpha = tu_view(alpha);
-    v->dt_bias = tu_view(dt_bias);
-    v->a = tu_view(a);
-    MemraSliceMutF32 *const views[TU_GDN_N_VIEWS] = {
-        &v->conv_outs, &v->q_l2, &v->k_l2,      &v->v_g,      &v->beta,
-        &v->g_log,     &v->o,    &v->snap_conv, &v->snap_ssm,
-    };
+    MemraSliceMutF32 *views[TU_GDN_N_VIEWS];
+    tu_gdn_views(v, views);
     for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         if (gv_given(c, i) || (c->t1_snapshot_views && i >= TU_GDN_SNAP_CONV))
             *views[i] = tu_sub_mut(r.arena, r.off[i], r.len[i] ? r.len[i] : 1);
@@ -505,10 +476,9 @@ static void gv_verify(MemraEngine *e, const gv_case *c, const tu_gdn_shape *sh,
     }
 
     gv_seqs_free(e, &first);
-    void *bufs[] = {w.ptr,        dt_bias.ptr, a.ptr,     qkv.ptr,
-                    beta_raw.ptr, alpha.ptr,   table.ptr, r.arena.ptr};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tu_free(e, bufs[i]);
+    tu_gdn_device_free(e, &d);
+    tu_free(e, table.ptr);
+    tu_free(e, r.arena.ptr);
 }
 
 static void gv_run_case(gv_case c, MemraBackend backend)

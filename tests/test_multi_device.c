@@ -346,35 +346,24 @@ Test(multi_device, shard_map_grouped)
     md_check_map(MEMRA_HEAD_ORDER_GROUPED);
 }
 
-Test(multi_device, tp_program_tiled_cpu)
+static void md_tp_program_tiled(MemraBackend backend)
 {
-    md_tensor_parallel(MEMRA_BACKEND_CPU, MD_PROGRAM, MEMRA_HEAD_ORDER_TILED);
+    md_tensor_parallel(backend, MD_PROGRAM, MEMRA_HEAD_ORDER_TILED);
 }
 
-Test(multi_device, tp_verify_tiled_cpu)
+static void md_tp_verify_tiled(MemraBackend backend)
 {
-    md_tensor_parallel(MEMRA_BACKEND_CPU, MD_VERIFY, MEMRA_HEAD_ORDER_TILED);
+    md_tensor_parallel(backend, MD_VERIFY, MEMRA_HEAD_ORDER_TILED);
 }
 
-Test(multi_device, tp_verify_grouped_cpu)
+static void md_tp_verify_grouped(MemraBackend backend)
 {
-    md_tensor_parallel(MEMRA_BACKEND_CPU, MD_VERIFY, MEMRA_HEAD_ORDER_GROUPED);
+    md_tensor_parallel(backend, MD_VERIFY, MEMRA_HEAD_ORDER_GROUPED);
 }
 
-Test(multi_device, tp_program_tiled_cuda)
-{
-    md_tensor_parallel(MEMRA_BACKEND_CUDA, MD_PROGRAM, MEMRA_HEAD_ORDER_TILED);
-}
-
-Test(multi_device, tp_verify_tiled_cuda)
-{
-    md_tensor_parallel(MEMRA_BACKEND_CUDA, MD_VERIFY, MEMRA_HEAD_ORDER_TILED);
-}
-
-Test(multi_device, tp_verify_grouped_cuda)
-{
-    md_tensor_parallel(MEMRA_BACKEND_CUDA, MD_VERIFY, MEMRA_HEAD_ORDER_GROUPED);
-}
+TU_TEST_BACKENDS(multi_device, tp_program_tiled, md_tp_program_tiled)
+TU_TEST_BACKENDS(multi_device, tp_verify_tiled, md_tp_verify_tiled)
+TU_TEST_BACKENDS(multi_device, tp_verify_grouped, md_tp_verify_grouped)
 
 /* ---- Two devices driven at once ---- */
 

@@ -7,6 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Formats the printf-style `what` and the arguments after it into the array `buf`. */
+#define TU_FORMAT_WHAT(buf, what)                                                                  \
+    do {                                                                                           \
+        va_list ap_;                                                                               \
+        va_start(ap_, what);                                                                       \
+        vsnprintf(buf, sizeof buf, what, ap_);                                                     \
+        va_end(ap_);                                                                               \
+    } while (0)
+
 /* A broken contract of a support helper fails the running test, wherever it was called from. */
 static void tu_fail_test(const char *message)
 {
@@ -135,10 +144,7 @@ void tu_expect_bits(const float *got, const float *ref, size_t len, const char *
     if (first == len)
         return;
     char buf[768];
-    va_list ap;
-    va_start(ap, what);
-    vsnprintf(buf, sizeof buf, what, ap);
-    va_end(ap);
+    TU_FORMAT_WHAT(buf, what);
     uint32_t g, r;
     memcpy(&g, &got[first], sizeof g);
     memcpy(&r, &ref[first], sizeof r);
@@ -163,10 +169,7 @@ void tu_expect_poison(const float *got, size_t len, const char *what, ...)
     if (count == 0)
         return;
     char buf[768];
-    va_list ap;
-    va_start(ap, what);
-    vsnprintf(buf, sizeof buf, what, ap);
-    va_end(ap);
+    TU_FORMAT_WHAT(buf, what);
     cr_assert_fail("%s: %zu of %zu words were written (must keep the poison), the first at "
                    "index %zu (%a)",
                    buf, count, len, first, (double)got[first]);
@@ -334,21 +337,64 @@ static MemraSliceMutF32 tu_view_or_none(MemraSliceMutF32 s, size_t len)
     return len ? tu_sub_mut(s, 0, len) : none;
 }
 
+void tu_gdn_upload(MemraEngine *e, const tu_gdn_shape *sh, size_t t, size_t b,
+                   const tu_gdn_inputs *in, tu_gdn_device *d)
+{
+    const size_t cd = sh->conv_dim, nv = sh->num_v;
+    d->w = tu_upload(e, in->w, cd * sh->d_conv);
+    d->dt_bias = tu_upload(e, in->dt_bias, nv);
+    d->a = tu_upload(e, in->a, nv);
+    d->qkv = tu_upload(e, in->qkv, b * t * cd);
+    d->beta_raw = tu_upload(e, in->beta_raw, b * t * nv);
+    d->alpha = tu_upload(e, in->alpha, b * t * nv);
+}
+
+void tu_gdn_device_free(MemraEngine *e, const tu_gdn_device *d)
+{
+    const MemraSliceMutF32 bufs[] = {d->w, d->dt_bias, d->a, d->qkv, d->beta_raw, d->alpha};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        tu_free(e, bufs[i].ptr);
+}
+
+void tu_gdn_args_init(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
+                      MemraVerifyMode mode, MemraHeadOrder order, const tu_gdn_device *d)
+{
+    TU_OK(memra_verify_args_init(v));
+    v->mode = mode;
+    v->head_order = order;
+    v->num_k = sh->num_k;
+    v->num_v = sh->num_v;
+    v->d_conv = sh->d_conv;
+    v->t = t;
+    v->b_n = b;
+    v->eps = TU_GDN_EPS;
+    v->scale = TU_GDN_SCALE;
+    v->qkv = tu_view(d->qkv);
+    v->w = tu_view(d->w);
+    v->beta_raw = tu_view(d->beta_raw);
+    v->alpha = tu_view(d->alpha);
+    v->dt_bias = tu_view(d->dt_bias);
+    v->a = tu_view(d->a);
+}
+
+void tu_gdn_views(MemraVerifyArgs *v, MemraSliceMutF32 *views[TU_GDN_N_VIEWS])
+{
+    MemraSliceMutF32 *const all[TU_GDN_N_VIEWS] = {
+        &v->conv_outs, &v->q_l2, &v->k_l2,      &v->v_g,      &v->beta,
+        &v->g_log,     &v->o,    &v->snap_conv, &v->snap_ssm,
+    };
+    memcpy(views, all, sizeof all);
+}
+
 void tu_gdn_bind(MemraEngine *e, const tu_gdn_shape *sh, size_t t, size_t b, MemraHeadOrder order,
                  const tu_gdn_inputs *in, tu_gdn_bound *bd)
 {
     cr_assert(t >= 1 && b >= 1, "tu_gdn_bind: t and b must be at least 1");
-    const size_t cd = sh->conv_dim, nv = sh->num_v;
     bd->e = e;
     bd->sh = *sh;
     bd->t = t;
     bd->b = b;
-    bd->w = tu_upload(e, in->w, cd * sh->d_conv);
-    bd->dt_bias = tu_upload(e, in->dt_bias, nv);
-    bd->a = tu_upload(e, in->a, nv);
-    bd->qkv = tu_upload(e, in->qkv, b * t * cd);
-    bd->beta_raw = tu_upload(e, in->beta_raw, b * t * nv);
-    bd->alpha = tu_upload(e, in->alpha, b * t * nv);
+    tu_gdn_upload(e, sh, t, b, in, &bd->in);
     for (int i = 0; i < TU_GDN_N_VIEWS; i++) {
         const size_t len = tu_gdn_tensor_len(sh, t, b, i);
         bd->out[i] = tu_poisoned(e, len ? len : 1);
@@ -372,28 +418,10 @@ void tu_gdn_bind(MemraEngine *e, const tu_gdn_shape *sh, size_t t, size_t b, Mem
     bd->table = tu_upload_u64(e, host, 3 * b);
     free(host);
 
-    cr_assert_eq(memra_verify_args_init(&bd->args), MEMRA_STATUS_OK);
-    MemraVerifyArgs *v = &bd->args;
-    v->mode = MEMRA_VERIFY_MODE_SNAPSHOTS;
-    v->head_order = order;
-    v->num_k = sh->num_k;
-    v->num_v = nv;
-    v->d_conv = sh->d_conv;
-    v->t = t;
-    v->b_n = b;
-    v->eps = TU_GDN_EPS;
-    v->scale = TU_GDN_SCALE;
-    v->qkv = tu_view(bd->qkv);
-    v->table = tu_view_u64(bd->table);
-    v->w = tu_view(bd->w);
-    v->beta_raw = tu_view(bd->beta_raw);
-    v->alpha = tu_view(bd->alpha);
-    v->dt_bias = tu_view(bd->dt_bias);
-    v->a = tu_view(bd->a);
-    MemraSliceMutF32 *const views[TU_GDN_N_VIEWS] = {
-        &v->conv_outs, &v->q_l2, &v->k_l2,      &v->v_g,      &v->beta,
-        &v->g_log,     &v->o,    &v->snap_conv, &v->snap_ssm,
-    };
+    tu_gdn_args_init(&bd->args, sh, t, b, MEMRA_VERIFY_MODE_SNAPSHOTS, order, &bd->in);
+    bd->args.table = tu_view_u64(bd->table);
+    MemraSliceMutF32 *views[TU_GDN_N_VIEWS];
+    tu_gdn_views(&bd->args, views);
     for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         *views[i] = tu_view_or_none(bd->out[i], tu_gdn_tensor_len(sh, t, b, i));
 }
@@ -429,9 +457,7 @@ void tu_gdn_collect(tu_gdn_bound *bd, tu_gdn_outputs *out)
 
 void tu_gdn_unbind(tu_gdn_bound *bd)
 {
-    MemraSliceMutF32 bufs[] = {bd->w, bd->dt_bias, bd->a, bd->qkv, bd->beta_raw, bd->alpha};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        tu_free(bd->e, bufs[i].ptr);
+    tu_gdn_device_free(bd->e, &bd->in);
     for (int i = 0; i < TU_GDN_N_VIEWS; i++)
         tu_free(bd->e, bd->out[i].ptr);
     for (size_t s = 0; s < 3 * bd->b; s++)

@@ -51,40 +51,34 @@ void tu_free(MemraEngine *e, void *ptr);
 /* Reads a device slice back into the existing host array `dst` (src.len elements). */
 void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
 
-/* Two tests, suite/name_cpu and suite/name_cuda, each calling fn(backend) (tu_engine skips the
- * CUDA one where no device is usable). */
-#define TU_TEST_BACKENDS(suite, name, fn)                                                          \
-    Test(suite, name##_cpu)                                                                        \
+/* A test calling fn(backend), and a parameterised test over the cases `params` returns (a
+ * cr_make_param_array expression) calling fn(case, backend) with a copy of each case. */
+#define TU_TEST_ON(suite, tname, fn, backend)                                                      \
+    Test(suite, tname)                                                                             \
     {                                                                                              \
-        fn(MEMRA_BACKEND_CPU);                                                                     \
-    }                                                                                              \
-    Test(suite, name##_cuda)                                                                       \
-    {                                                                                              \
-        fn(MEMRA_BACKEND_CUDA);                                                                    \
+        fn(backend);                                                                               \
     }
+#define TU_PARAM_TEST_ON(type, params, suite, tname, fn, backend)                                  \
+    ParameterizedTestParameters(suite, tname)                                                      \
+    {                                                                                              \
+        return params;                                                                             \
+    }                                                                                              \
+    ParameterizedTest(type *tu_param_, suite, tname)                                               \
+    {                                                                                              \
+        fn(*tu_param_, backend);                                                                   \
+    }
+
+/* The CPU and CUDA pair of each, suite/name_cpu and suite/name_cuda (tu_engine skips the CUDA
+ * one where no device is usable). */
+#define TU_TEST_BACKENDS(suite, name, fn)                                                          \
+    TU_TEST_ON(suite, name##_cpu, fn, MEMRA_BACKEND_CPU)                                           \
+    TU_TEST_ON(suite, name##_cuda, fn, MEMRA_BACKEND_CUDA)
+#define TU_PARAM_TEST_BACKENDS(type, params, suite, name, fn)                                      \
+    TU_PARAM_TEST_ON(type, (params), suite, name##_cpu, fn, MEMRA_BACKEND_CPU)                     \
+    TU_PARAM_TEST_ON(type, (params), suite, name##_cuda, fn, MEMRA_BACKEND_CUDA)
 
 /* The Criterion parameters of a test over the static array `cases` of `type`. */
 #define TU_PARAMS(type, cases) cr_make_param_array(type, cases, sizeof cases / sizeof cases[0])
-
-/* Two parameterised tests, suite/name_cpu and suite/name_cuda, over the cases `params` returns
- * (a cr_make_param_array expression), each calling fn(case, backend) with a copy of the case. */
-#define TU_PARAM_TEST_BACKENDS(type, params, suite, name, fn)                                      \
-    ParameterizedTestParameters(suite, name##_cpu)                                                 \
-    {                                                                                              \
-        return params;                                                                             \
-    }                                                                                              \
-    ParameterizedTest(type *tu_param_, suite, name##_cpu)                                          \
-    {                                                                                              \
-        fn(*tu_param_, MEMRA_BACKEND_CPU);                                                         \
-    }                                                                                              \
-    ParameterizedTestParameters(suite, name##_cuda)                                                \
-    {                                                                                              \
-        return params;                                                                             \
-    }                                                                                              \
-    ParameterizedTest(type *tu_param_, suite, name##_cuda)                                         \
-    {                                                                                              \
-        fn(*tu_param_, MEMRA_BACKEND_CUDA);                                                        \
-    }
 
 /* ---- Copies into existing buffers ---- */
 
@@ -203,6 +197,24 @@ void tu_gdn_outputs_free(tu_gdn_outputs *out);
  * failure naming the tensor after `what`. */
 void tu_gdn_expect_outputs(const tu_gdn_outputs *got, const tu_gdn_outputs *ref, const char *what);
 
+/* The device copies of a verify's model and row inputs. */
+typedef struct tu_gdn_device {
+    MemraSliceMutF32 w, dt_bias, a, qkv, beta_raw, alpha;
+} tu_gdn_device;
+
+void tu_gdn_upload(MemraEngine *e, const tu_gdn_shape *sh, size_t t, size_t b,
+                   const tu_gdn_inputs *in, tu_gdn_device *d);
+void tu_gdn_device_free(MemraEngine *e, const tu_gdn_device *d);
+
+/* memra_verify_args_init, then the sizes, the suite's eps and scale, `mode`, `order` and the
+ * inputs of `d` of a verify of `b` sequences of `t` rows; the table and the outputs are the
+ * caller's. */
+void tu_gdn_args_init(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
+                      MemraVerifyMode mode, MemraHeadOrder order, const tu_gdn_device *d);
+
+/* The output views of `v` in tensor order (conv_outs .. snap_ssm, TU_GDN_N_VIEWS of them). */
+void tu_gdn_views(MemraVerifyArgs *v, MemraSliceMutF32 *views[TU_GDN_N_VIEWS]);
+
 /* A verify bound to an engine: the inputs uploaded, one ring and two states per sequence, the
  * [b, 3] table pointing at them, every output view poisoned, and `args` filled for a SNAPSHOTS
  * memra_gdn_verify in `order` with every optional output given. */
@@ -210,7 +222,7 @@ typedef struct tu_gdn_bound {
     MemraEngine *e;
     tu_gdn_shape sh;
     size_t t, b;
-    MemraSliceMutF32 w, dt_bias, a, qkv, beta_raw, alpha;
+    tu_gdn_device in;
     MemraSliceMutF32 out[TU_GDN_N_VIEWS];
     /* b entries each. */
     MemraSliceMutF32 *ring, *canonical, *alternate;
