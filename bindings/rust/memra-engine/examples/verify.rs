@@ -23,20 +23,18 @@ const NUM_K: usize = 16;
 const NUM_V: usize = 32;
 const T: usize = 4;
 
-/// Deterministic values in [-spread, spread), different for every `seed`.
+/// Deterministic values in [-spread, spread), different for every `seed` (splitmix64).
 fn values(len: usize, seed: u64, spread: f32) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0xD129_0FA5_54B3_7A1D) ^ 0x5851_F42D_4C95_7F2D;
-    (0..len)
-        .map(|_| {
-            // splitmix64
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            ((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * spread
-        })
-        .collect()
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let z = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let z = z ^ (z >> 31);
+        out.push(((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * spread);
+    }
+    out
 }
 
 fn addresses(e: &Engine, bufs: &[&CudaSlice<f32>]) -> Vec<u64> {
@@ -79,46 +77,17 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         (vec![], vec![], vec![], vec![]);
     for r in 0..T {
         let base = if r % 2 == 0 { 0 } else { 3 };
-        e.ssm_conv1d_fused_decode_b_view(
-            &qkv.slice(r * conv_dim..(r + 1) * conv_dim),
-            &table.slice(base..base + 1),
-            &w,
-            &mut conv_out,
-            conv_dim,
-            D_CONV,
-            1,
-        )?;
+        let [ring_v, in_v, out_v] = [0, 1, 2].map(|i| table.slice(base + i..base + i + 1));
+        let qkv_r = qkv.slice(r * conv_dim..(r + 1) * conv_dim);
+        let beta_r = beta_raw.slice(r * NUM_V..(r + 1) * NUM_V);
+        let alpha_r = alpha.slice(r * NUM_V..(r + 1) * NUM_V);
+        e.ssm_conv1d_fused_decode_b_view(&qkv_r, &ring_v, &w, &mut conv_out, conv_dim, D_CONV, 1)?;
         e.gdn_prep_decode_b_view(
-            &conv_out,
-            &beta_raw.slice(r * NUM_V..(r + 1) * NUM_V),
-            &alpha.slice(r * NUM_V..(r + 1) * NUM_V),
-            &dt_bias,
-            &a,
-            &mut q,
-            &mut k,
-            &mut v,
-            &mut beta,
-            &mut g_log,
-            D_STATE,
-            NUM_V,
-            NUM_K,
-            key_dim,
-            eps,
-            conv_dim,
-            1,
+            &conv_out, &beta_r, &alpha_r, &dt_bias, &a, &mut q, &mut k, &mut v, &mut beta,
+            &mut g_log, D_STATE, NUM_V, NUM_K, key_dim, eps, conv_dim, 1,
         )?;
         e.gdn_scan_s128_batched_view(
-            &q,
-            &k,
-            &v,
-            &g_log,
-            &beta,
-            &table.slice(base + 1..base + 2),
-            &table.slice(base + 2..base + 3),
-            &mut o,
-            NUM_V,
-            1,
-            scale,
+            &q, &k, &v, &g_log, &beta, &in_v, &out_v, &mut o, NUM_V, 1, scale,
         )?;
         ref_conv.extend(e.dtoh(&conv_out)?);
         ref_o.extend(e.dtoh(&o)?);
@@ -131,61 +100,28 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let ref_state = e.dtoh(&s0)?;
     let ref_ring = e.dtoh(&ring)?;
 
-    // Packed: one launch per kernel over all T rows.
-    let ring_p = e.htod(&ring0)?;
-    let (s0p, s1p) = (e.htod(&state0)?, e.zeros(state_words)?);
-    let table_p = e.htod_u64(&addresses(&e, &[&ring_p, &s0p, &s1p]))?;
-    let mut conv_outs = e.uninit(T * conv_dim)?;
+    // Packed: one launch per kernel over all T rows, into buffers of T rows each.
+    let ring = e.htod(&ring0)?;
+    let (s0, s1) = (e.htod(&state0)?, e.zeros(state_words)?);
+    let table = e.htod_u64(&addresses(&e, &[&ring, &s0, &s1]))?;
+    let mut conv_out = e.uninit(T * conv_dim)?;
     let mut snap_conv = e.uninit((T - 1) * conv_dim * pad)?;
     let mut snap_ssm = e.uninit((T - 1) * state_words)?;
-    let (mut qp, mut kp, mut vp) = (
+    let (mut q, mut k, mut v) = (
         e.uninit(T * value_dim)?,
         e.uninit(T * value_dim)?,
         e.uninit(T * value_dim)?,
     );
-    let (mut beta_p, mut g_log_p) = (e.uninit(T * NUM_V)?, e.uninit(T * NUM_V)?);
-    let mut o_all = e.uninit(T * value_dim)?;
-    e.ssm_conv1d_fused_decode_tloop(
-        &qkv,
-        &table_p,
-        &w,
-        &mut conv_outs,
-        Some(&mut snap_conv),
-        conv_dim,
-        D_CONV,
-        T,
-    )?;
+    let (mut beta, mut g_log) = (e.uninit(T * NUM_V)?, e.uninit(T * NUM_V)?);
+    let mut o = e.uninit(T * value_dim)?;
+    let (snap_c, snap_s) = (Some(&mut snap_conv), Some(&mut snap_ssm));
+    e.ssm_conv1d_fused_decode_tloop(&qkv, &table, &w, &mut conv_out, snap_c, conv_dim, D_CONV, T)?;
     e.gdn_prep_decode_b(
-        &conv_outs,
-        &beta_raw,
-        &alpha,
-        &dt_bias,
-        &a,
-        &mut qp,
-        &mut kp,
-        &mut vp,
-        &mut beta_p,
-        &mut g_log_p,
-        D_STATE,
-        NUM_V,
-        NUM_K,
-        key_dim,
-        eps,
-        conv_dim,
-        T,
+        &conv_out, &beta_raw, &alpha, &dt_bias, &a, &mut q, &mut k, &mut v, &mut beta, &mut g_log,
+        D_STATE, NUM_V, NUM_K, key_dim, eps, conv_dim, T,
     )?;
     e.gdn_scan_s128_tsnap(
-        &qp,
-        &kp,
-        &vp,
-        &g_log_p,
-        &beta_p,
-        &table_p,
-        &mut o_all,
-        NUM_V,
-        T,
-        scale,
-        Some(&mut snap_ssm),
+        &q, &k, &v, &g_log, &beta, &table, &mut o, NUM_V, T, scale, snap_s,
     )?;
 
     println!(
@@ -198,10 +134,10 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     );
     let mut identical = true;
     for (what, want, got) in [
-        ("conv outputs", ref_conv, e.dtoh(&conv_outs)?),
-        ("scan outputs", ref_o, e.dtoh(&o_all)?),
-        ("final state", ref_state, e.dtoh(&s0p)?),
-        ("final conv ring", ref_ring, e.dtoh(&ring_p)?),
+        ("conv outputs", ref_conv, e.dtoh(&conv_out)?),
+        ("scan outputs", ref_o, e.dtoh(&o)?),
+        ("final state", ref_state, e.dtoh(&s0)?),
+        ("final conv ring", ref_ring, e.dtoh(&ring)?),
         ("conv snapshots", ref_snap_conv, e.dtoh(&snap_conv)?),
         ("state snapshots", ref_snap_ssm, e.dtoh(&snap_ssm)?),
     ] {
