@@ -7,14 +7,15 @@ use memra_engine::Engine;
 
 fn values(len: usize, seed: u64) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        // One xorshift64 step; its top 24 bits give a value in [-0.5, 0.5).
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.push(((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5);
+    }
+    out
 }
 
 fn table(e: &Engine, ring: &CudaSlice<f32>, s0: &CudaSlice<f32>, s1: &CudaSlice<f32>) -> Vec<u64> {
