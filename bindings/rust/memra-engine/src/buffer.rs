@@ -446,25 +446,55 @@ impl<T> fmt::Debug for CudaSlice<T> {
     }
 }
 
-/// A read-only view of part of a [`CudaSlice`], from [`CudaSlice::slice`]. It borrows the
-/// slice, so the slice outlives it.
-pub struct CudaView<'a, T> {
-    alloc: &'a Arc<Alloc>,
-    offset: usize,
-    len: usize,
-    _marker: PhantomData<&'a T>,
+/// Defines a view type: the elements `offset .. offset + len` of an allocation, borrowed as its
+/// marker says, with its constructor, its `Debug` form (offset and length) and its raw run.
+macro_rules! view_type {
+    ($(#[$doc:meta])* $name:ident, $marker:ty) => {
+        $(#[$doc])*
+        pub struct $name<'a, T> {
+            alloc: &'a Arc<Alloc>,
+            offset: usize,
+            len: usize,
+            _marker: PhantomData<$marker>,
+        }
+
+        impl<'a, T> $name<'a, T> {
+            fn new(alloc: &'a Arc<Alloc>, offset: usize, len: usize) -> $name<'a, T> {
+                let _marker = PhantomData;
+                $name { alloc, offset, len, _marker }
+            }
+        }
+
+        impl<T> fmt::Debug for $name<'_, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut d = f.debug_struct(stringify!($name));
+                d.field("offset", &self.offset).field("len", &self.len).finish()
+            }
+        }
+
+        impl<T> Buffer<T> for $name<'_, T> {
+            fn raw(&self) -> RawBuf<'_> {
+                raw_at::<T>(self.alloc, self.offset, self.len)
+            }
+        }
+    };
 }
 
-impl<'a, T> CudaView<'a, T> {
-    fn new(alloc: &'a Arc<Alloc>, offset: usize, len: usize) -> CudaView<'a, T> {
-        CudaView {
-            alloc,
-            offset,
-            len,
-            _marker: PhantomData,
-        }
-    }
+view_type!(
+    /// A read-only view of part of a [`CudaSlice`], from [`CudaSlice::slice`]. It borrows the
+    /// slice, so the slice outlives it.
+    CudaView,
+    &'a T
+);
 
+view_type!(
+    /// A writable view of part of a [`CudaSlice`], from [`CudaSlice::slice_mut`]. It borrows the
+    /// slice mutably, so no other view of it exists meanwhile.
+    CudaViewMut,
+    &'a mut T
+);
+
+impl<'a, T> CudaView<'a, T> {
     /// A view of the elements in `range` of this view.
     ///
     /// # Panics
@@ -488,34 +518,7 @@ impl<T> Clone for CudaView<'_, T> {
 
 impl<T> Copy for CudaView<'_, T> {}
 
-impl<T> fmt::Debug for CudaView<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaView")
-            .field("offset", &self.offset)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
-/// A writable view of part of a [`CudaSlice`], from [`CudaSlice::slice_mut`]. It borrows the
-/// slice mutably, so no other view of it exists meanwhile.
-pub struct CudaViewMut<'a, T> {
-    alloc: &'a Arc<Alloc>,
-    offset: usize,
-    len: usize,
-    _marker: PhantomData<&'a mut T>,
-}
-
 impl<'a, T> CudaViewMut<'a, T> {
-    fn new(alloc: &'a Arc<Alloc>, offset: usize, len: usize) -> CudaViewMut<'a, T> {
-        CudaViewMut {
-            alloc,
-            offset,
-            len,
-            _marker: PhantomData,
-        }
-    }
-
     /// A read-only view of the elements in `range` of this view.
     ///
     /// # Panics
@@ -532,15 +535,6 @@ impl<'a, T> CudaViewMut<'a, T> {
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> CudaViewMut<'_, T> {
         let (start, end) = bounds_or_panic(range, self.len);
         CudaViewMut::new(self.alloc, self.offset + start, end - start)
-    }
-}
-
-impl<T> fmt::Debug for CudaViewMut<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CudaViewMut")
-            .field("offset", &self.offset)
-            .field("len", &self.len)
-            .finish()
     }
 }
 
@@ -590,18 +584,6 @@ impl<T> Buffer<T> for CudaSlice<T> {
     }
 }
 
-impl<T> Buffer<T> for CudaView<'_, T> {
-    fn raw(&self) -> RawBuf<'_> {
-        raw_at::<T>(self.alloc, self.offset, self.len)
-    }
-}
-
-impl<T> Buffer<T> for CudaViewMut<'_, T> {
-    fn raw(&self) -> RawBuf<'_> {
-        raw_at::<T>(self.alloc, self.offset, self.len)
-    }
-}
-
 // References to buffers are buffers too, so that `&&CudaSlice` (a reference taken to a
 // reference a helper received) is accepted where memra-engine's concrete parameter types would
 // have dereferenced it.
@@ -631,6 +613,18 @@ impl<T> DevicePtrMut<T> for CudaSlice<T> {}
 impl<T> DevicePtrMut<T> for CudaViewMut<'_, T> {}
 impl<T, S: DevicePtrMut<T> + ?Sized> DevicePtrMut<T> for &mut S {}
 
+/// The library's slice descriptions of a run: `name` describes it as a `ty` (pointer and
+/// length), the form of an argument read or written as that element type.
+macro_rules! raw_slices {
+    ($($name:ident -> $ty:ident as $ptr:ty,)+) => {
+        $(
+            pub(crate) fn $name(&self) -> sys::$ty {
+                sys::$ty { ptr: self.ptr as $ptr, len: self.len }
+            }
+        )+
+    };
+}
+
 impl RawBuf<'_> {
     /// `len` elements of `T` starting `start` elements in; the caller has checked the range.
     pub(crate) fn sub<T>(&self, start: usize, len: usize) -> RawBuf<'_> {
@@ -642,32 +636,11 @@ impl RawBuf<'_> {
         }
     }
 
-    pub(crate) fn f32(&self) -> sys::MemraSliceF32 {
-        sys::MemraSliceF32 {
-            ptr: self.ptr as *const f32,
-            len: self.len,
-        }
-    }
-
-    pub(crate) fn f32_mut(&self) -> sys::MemraSliceMutF32 {
-        sys::MemraSliceMutF32 {
-            ptr: self.ptr as *mut f32,
-            len: self.len,
-        }
-    }
-
-    pub(crate) fn u64(&self) -> sys::MemraSliceU64 {
-        sys::MemraSliceU64 {
-            ptr: self.ptr as *const u64,
-            len: self.len,
-        }
-    }
-
-    pub(crate) fn u32(&self) -> sys::MemraSliceU32 {
-        sys::MemraSliceU32 {
-            ptr: self.ptr as *const u32,
-            len: self.len,
-        }
+    raw_slices! {
+        f32 -> MemraSliceF32 as *const f32,
+        f32_mut -> MemraSliceMutF32 as *mut f32,
+        u64 -> MemraSliceU64 as *const u64,
+        u32 -> MemraSliceU32 as *const u32,
     }
 }
 
