@@ -376,16 +376,7 @@ static void jr_fill_args(jr_history *s, size_t t)
     const tu_gdn_shape *sh = &s->sh;
     const size_t b = s->c->b;
     MemraVerifyArgs *v = &s->vargs;
-    TU_OK(memra_verify_args_init(v));
-    v->mode = MEMRA_VERIFY_MODE_JOURNAL;
-    v->head_order = s->c->order;
-    v->num_k = sh->num_k;
-    v->num_v = sh->num_v;
-    v->d_conv = sh->d_conv;
-    v->t = t;
-    v->b_n = b;
-    v->eps = TU_GDN_EPS;
-    v->scale = TU_GDN_SCALE;
+    TU_OK(tu_verify_args_sizes(v, sh, t, b, MEMRA_VERIFY_MODE_JOURNAL, s->c->order));
     v->qkv = tu_sub(s->qkv, 0, b * t * sh->conv_dim);
     v->table = tu_view_u64(s->table);
     v->w = tu_view(s->wt.w);

@@ -359,16 +359,7 @@ void tu_gdn_device_free(MemraEngine *e, const tu_gdn_device *d)
 void tu_gdn_args_init(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
                       MemraVerifyMode mode, MemraHeadOrder order, const tu_gdn_device *d)
 {
-    TU_OK(memra_verify_args_init(v));
-    v->mode = mode;
-    v->head_order = order;
-    v->num_k = sh->num_k;
-    v->num_v = sh->num_v;
-    v->d_conv = sh->d_conv;
-    v->t = t;
-    v->b_n = b;
-    v->eps = TU_GDN_EPS;
-    v->scale = TU_GDN_SCALE;
+    TU_OK(tu_verify_args_sizes(v, sh, t, b, mode, order));
     v->qkv = tu_view(d->qkv);
     v->w = tu_view(d->w);
     v->beta_raw = tu_view(d->beta_raw);

@@ -94,12 +94,6 @@ void tu_free_host_n(void *const *arrays, size_t n)
         free(arrays[i]);
 }
 
-MemraSliceF32 tu_view(MemraSliceMutF32 s)
-{
-    MemraSliceF32 v = {s.ptr, s.len};
-    return v;
-}
-
 /* Whether [start, start + len) lies inside a buffer of `have` elements, without overflow. */
 static void tu_check_range(size_t start, size_t len, size_t have, const char *fn)
 {
@@ -107,35 +101,29 @@ static void tu_check_range(size_t start, size_t len, size_t have, const char *fn
         tu_fail("%s: elements [%zu, %zu + %zu) leave a buffer of %zu", fn, start, start, len, have);
 }
 
+/* The views and sub-ranges of each slice type: one definition each, the same check and the
+ * same arithmetic for all. */
+#define TU_DEFINE_VIEW(name, Out, In)                                                              \
+    Out name(In s)                                                                                 \
+    {                                                                                              \
+        return (Out){s.ptr, s.len};                                                                \
+    }
+#define TU_DEFINE_SUB(name, Out, In)                                                               \
+    Out name(In s, size_t start, size_t len)                                                       \
+    {                                                                                              \
+        tu_check_range(start, len, s.len, #name);                                                  \
+        return (Out){s.ptr + start, len};                                                          \
+    }
+
+TU_DEFINE_VIEW(tu_view, MemraSliceF32, MemraSliceMutF32)
+TU_DEFINE_VIEW(tu_view_u64, MemraSliceU64, MemraSliceMutU64)
+TU_DEFINE_VIEW(tu_view_u32, MemraSliceU32, MemraSliceMutU32)
+TU_DEFINE_SUB(tu_sub_mut, MemraSliceMutF32, MemraSliceMutF32)
+TU_DEFINE_SUB(tu_sub_u64, MemraSliceU64, MemraSliceMutU64)
+
 MemraSliceF32 tu_sub(MemraSliceMutF32 s, size_t start, size_t len)
 {
     return tu_view(tu_sub_mut(s, start, len));
-}
-
-MemraSliceMutF32 tu_sub_mut(MemraSliceMutF32 s, size_t start, size_t len)
-{
-    tu_check_range(start, len, s.len, "tu_sub_mut");
-    MemraSliceMutF32 v = {s.ptr + start, len};
-    return v;
-}
-
-MemraSliceU64 tu_view_u64(MemraSliceMutU64 s)
-{
-    MemraSliceU64 v = {s.ptr, s.len};
-    return v;
-}
-
-MemraSliceU64 tu_sub_u64(MemraSliceMutU64 s, size_t start, size_t len)
-{
-    tu_check_range(start, len, s.len, "tu_sub_u64");
-    MemraSliceU64 v = {s.ptr + start, len};
-    return v;
-}
-
-MemraSliceU32 tu_view_u32(MemraSliceMutU32 s)
-{
-    MemraSliceU32 v = {s.ptr, s.len};
-    return v;
 }
 
 uint64_t tu_addr(MemraSliceMutF32 s)
@@ -268,4 +256,22 @@ tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv)
     sh.ring_words = sh.conv_dim * sh.pad;
     sh.state_words = (size_t)MEMRA_D_STATE * MEMRA_D_STATE * num_v;
     return sh;
+}
+
+MemraStatus tu_verify_args_sizes(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
+                                 MemraVerifyMode mode, MemraHeadOrder order)
+{
+    MemraStatus st = memra_verify_args_init(v);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    v->mode = mode;
+    v->head_order = order;
+    v->num_k = sh->num_k;
+    v->num_v = sh->num_v;
+    v->d_conv = sh->d_conv;
+    v->t = t;
+    v->b_n = b;
+    v->eps = TU_GDN_EPS;
+    v->scale = TU_GDN_SCALE;
+    return MEMRA_STATUS_OK;
 }

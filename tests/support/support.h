@@ -166,6 +166,11 @@ tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv);
 #define TU_GDN_EPS 1e-6f
 #define TU_GDN_SCALE 0.08838834764831845f
 
+/* memra_verify_args_init, then `mode`, `order`, the sizes of `b` sequences of `t` rows of
+ * shape `sh`, TU_GDN_EPS and TU_GDN_SCALE; buffers are the caller's. Returns the init's status. */
+MemraStatus tu_verify_args_sizes(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
+                                 MemraVerifyMode mode, MemraHeadOrder order);
+
 /* ---- The 1.0 programs ---- */
 
 /* The operations of the 1.0 packed program: memra_ssm_conv1d_fused_decode_tloop with conv
