@@ -625,6 +625,21 @@ macro_rules! raw_slices {
     };
 }
 
+/// Defines the `{NULL, 0}` slice of each kind the library takes: what an absent optional
+/// argument is passed as.
+macro_rules! no_slices {
+    ($($name:ident: $ty:ident = $null:ident;)+) => {
+        $(pub(crate) const $name: sys::$ty = sys::$ty { ptr: ptr::$null(), len: 0 };)+
+    };
+}
+
+no_slices! {
+    NO_F32: MemraSliceF32 = null;
+    NO_F32_MUT: MemraSliceMutF32 = null_mut;
+    NO_U64: MemraSliceU64 = null;
+    NO_U32: MemraSliceU32 = null;
+}
+
 impl RawBuf<'_> {
     /// `len` elements of `T` starting `start` elements in; the caller has checked the range.
     pub(crate) fn sub<T>(&self, start: usize, len: usize) -> RawBuf<'_> {

@@ -10,12 +10,10 @@
 //! memra-engine. The library's documentation in `abi/memra.h` (and `memra_sys`) gives the
 //! layouts; the summaries here say what each argument is.
 
-use std::ptr;
-
 use memra_sys as sys;
 
 use crate::buffer::sealed::RawBuf;
-use crate::buffer::{CudaSlice, DevicePtr, DevicePtrMut};
+use crate::buffer::{CudaSlice, DevicePtr, DevicePtrMut, NO_F32, NO_F32_MUT};
 use crate::engine::{elements, Engine};
 use crate::error::{check, Error, Res, Result, Status};
 use crate::lock::LockGuard;
@@ -94,10 +92,7 @@ impl Engine {
     ) -> Res<sys::MemraSliceMutF32> {
         match buf {
             Some(b) => Ok(self.t(guard, func, name, &**b)?.f32_mut()),
-            None => Ok(sys::MemraSliceMutF32 {
-                ptr: ptr::null_mut(),
-                len: 0,
-            }),
+            None => Ok(NO_F32_MUT),
         }
     }
 
@@ -109,10 +104,7 @@ impl Engine {
         names: [&str; 5],
         ins: [&dyn DevicePtr<f32>; 5],
     ) -> Res<[sys::MemraSliceF32; 5]> {
-        let mut out = [sys::MemraSliceF32 {
-            ptr: ptr::null(),
-            len: 0,
-        }; 5];
+        let mut out = [NO_F32; 5];
         for (i, buf) in ins.iter().enumerate() {
             out[i] = self.t(g, func, names[i], *buf)?.f32();
         }
@@ -395,10 +387,7 @@ impl Engine {
         const OUT: [&str; 5] = ["q_l2", "k_l2", "v_g", "beta", "g_log"];
         let g = self.lock();
         let i = self.inputs(&g, func, IN, ins)?;
-        let mut o = [sys::MemraSliceMutF32 {
-            ptr: ptr::null_mut(),
-            len: 0,
-        }; 5];
+        let mut o = [NO_F32_MUT; 5];
         for (k, buf) in outs.iter().enumerate() {
             o[k] = self.t(&g, func, OUT[k], &**buf)?.f32_mut();
         }

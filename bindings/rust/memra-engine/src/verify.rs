@@ -3,11 +3,10 @@
 //! arguments as a struct with a builder.
 
 use std::fmt;
-use std::ptr;
 
 use memra_sys as sys;
 
-use crate::buffer::{DevicePtr, DevicePtrMut};
+use crate::buffer::{DevicePtr, DevicePtrMut, NO_F32, NO_F32_MUT, NO_U32, NO_U64};
 use crate::engine::Engine;
 use crate::error::{check, Res, Result};
 use crate::lock::LockGuard;
@@ -157,12 +156,21 @@ pub struct VerifyArgs<'a> {
     pub snap_ssm: Option<&'a mut dyn DevicePtrMut<f32>>,
 }
 
-/// Builder methods that set buffer fields: inputs of `T` elements (`name: T`) and f32 outputs.
-macro_rules! buffers {
+/// Builder methods that set fields: plain values (`name: T`), buffer inputs of `T` elements
+/// (`name: T`) and f32 outputs.
+macro_rules! setters {
     (
+        values { $( $(#[$vdoc:meta])* $val:ident: $vt:ty; )* }
         inputs { $( $(#[$doc:meta])* $name:ident: $t:ty; )* }
         outputs { $( $(#[$odoc:meta])* $out:ident; )* }
     ) => {
+        $(
+            $(#[$vdoc])*
+            pub fn $val(mut self, $val: $vt) -> Self {
+                self.$val = $val;
+                self
+            }
+        )*
         $(
             $(#[$doc])*
             pub fn $name(mut self, buf: &'a impl DevicePtr<$t>) -> Self {
@@ -215,31 +223,17 @@ impl<'a> VerifyArgs<'a> {
         }
     }
 
-    /// Sets the mode.
-    pub fn mode(mut self, mode: VerifyMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Sets the head order.
-    pub fn head_order(mut self, head_order: HeadOrder) -> Self {
-        self.head_order = head_order;
-        self
-    }
-
-    /// Sets the prep's epsilon.
-    pub fn eps(mut self, eps: f32) -> Self {
-        self.eps = eps;
-        self
-    }
-
-    /// Sets the output scale.
-    pub fn scale(mut self, scale: f32) -> Self {
-        self.scale = scale;
-        self
-    }
-
-    buffers! {
+    setters! {
+        values {
+            /// Sets the mode.
+            mode: VerifyMode;
+            /// Sets the head order.
+            head_order: HeadOrder;
+            /// Sets the prep's epsilon.
+            eps: f32;
+            /// Sets the output scale.
+            scale: f32;
+        }
         inputs {
             /// Sets the new rows.
             qkv: f32;
@@ -298,15 +292,6 @@ impl fmt::Debug for VerifyArgs<'_> {
     }
 }
 
-const NO_F32: sys::MemraSliceF32 = sys::MemraSliceF32 {
-    ptr: ptr::null(),
-    len: 0,
-};
-const NO_F32_MUT: sys::MemraSliceMutF32 = sys::MemraSliceMutF32 {
-    ptr: ptr::null_mut(),
-    len: 0,
-};
-
 impl Engine {
     /// The library's argument struct for `args`, every buffer checked (it belongs to this
     /// engine; inside a capture the graph retains it).
@@ -346,10 +331,7 @@ impl Engine {
         raw.qkv = f32_in("qkv", args.qkv)?;
         raw.table = match args.table {
             Some(b) => self.arg(g, func, "table", b.raw())?.u64(),
-            None => sys::MemraSliceU64 {
-                ptr: ptr::null(),
-                len: 0,
-            },
+            None => NO_U64,
         };
         raw.w = f32_in("w", args.w)?;
         raw.beta_raw = f32_in("beta_raw", args.beta_raw)?;
@@ -358,10 +340,7 @@ impl Engine {
         raw.a = f32_in("a", args.a)?;
         raw.accepted = match args.accepted {
             Some(b) => self.arg(g, func, "accepted", b.raw())?.u32(),
-            None => sys::MemraSliceU32 {
-                ptr: ptr::null(),
-                len: 0,
-            },
+            None => NO_U32,
         };
         raw.o = f32_out("o", &args.o)?;
         raw.conv_outs = f32_out("conv_outs", &args.conv_outs)?;
