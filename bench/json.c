@@ -228,6 +228,19 @@ static int parse_container(parser *x, bj_value *v, bool object)
     }
 }
 
+/* The literal `word` (true, false or null) at x->p, read as a value of `type`. */
+static int parse_literal(parser *x, bj_value *v, const char *word, bj_type type, bool b)
+{
+    const size_t n = strlen(word);
+    if (strncmp(x->p, word, n) != 0)
+        return fail(x, "bad literal");
+    v->type = type;
+    if (b)
+        v->b = true;
+    x->p += n;
+    return 0;
+}
+
 static int parse_value(parser *x, bj_value *v)
 {
     skip_ws(x);
@@ -241,24 +254,11 @@ static int parse_value(parser *x, bj_value *v)
         v->type = BJ_STR;
         return parse_string(x, &v->str);
     case 't':
-        if (strncmp(x->p, "true", 4) != 0)
-            return fail(x, "bad literal");
-        v->type = BJ_BOOL;
-        v->b = true;
-        x->p += 4;
-        return 0;
+        return parse_literal(x, v, "true", BJ_BOOL, true);
     case 'f':
-        if (strncmp(x->p, "false", 5) != 0)
-            return fail(x, "bad literal");
-        v->type = BJ_BOOL;
-        x->p += 5;
-        return 0;
+        return parse_literal(x, v, "false", BJ_BOOL, false);
     case 'n':
-        if (strncmp(x->p, "null", 4) != 0)
-            return fail(x, "bad literal");
-        v->type = BJ_NULL;
-        x->p += 4;
-        return 0;
+        return parse_literal(x, v, "null", BJ_NULL, false);
     default: {
         char *end;
         if (*x->p != '-' && (*x->p < '0' || *x->p > '9'))

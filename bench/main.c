@@ -107,6 +107,20 @@ static int parse_list(const char *s, size_t *out, size_t *n)
     return *n > 0 ? 0 : -1;
 }
 
+/* Where the value of the string option `name` goes, or NULL when `name` is not one. */
+static const char **string_option(options *o, const char *name)
+{
+    const struct {
+        const char *name;
+        const char **dst;
+    } opts[] = {{"--out", &o->out},       {"--backend", &o->backend}, {"--shape", &o->shape},
+                {"--commit", &o->commit}, {"--compare", &o->compare}, {"--against", &o->against}};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (strcmp(name, opts[i].name) == 0)
+            return opts[i].dst;
+    return NULL;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
@@ -146,18 +160,8 @@ static int parse_args(int argc, char **argv, options *o)
                 fprintf(stderr, "memra_bench: mode must be sweep, per-op or hash, got '%s'\n", val);
                 return -1;
             }
-        } else if (strcmp(a, "--out") == 0) {
-            o->out = val;
-        } else if (strcmp(a, "--backend") == 0) {
-            o->backend = val;
-        } else if (strcmp(a, "--shape") == 0) {
-            o->shape = val;
-        } else if (strcmp(a, "--commit") == 0) {
-            o->commit = val;
-        } else if (strcmp(a, "--compare") == 0) {
-            o->compare = val;
-        } else if (strcmp(a, "--against") == 0) {
-            o->against = val;
+        } else if (string_option(o, a) != NULL) {
+            *string_option(o, a) = val;
         } else if (strcmp(a, "--threshold") == 0) {
             char *end;
             double pct = strtod(val, &end);

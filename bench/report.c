@@ -183,21 +183,27 @@ void bench_report_summary(FILE *f, const bench_env *env, const bench_result *rs,
             "summary: %zu configurations, %zu checked and timed, %zu FAILED, %zu noisy (spread "
             "> %.0f%%), %.1f s\n",
             n, checked, failed, noisy, 100.0 * BENCH_NOISY_SPREAD, seconds);
-    g = geomean_ratio(rs, n, BV_ROW_GRAPH, BV_PACK_GRAPH, &cnt);
-    if (cnt > 0)
-        fprintf(f,
-                "  speedup packed over per-row (graph-replayed), geometric mean: %.3fx over %zu "
-                "configurations\n",
-                g, cnt);
-    g = geomean_ratio(rs, n, BV_ROW_EAGER, BV_PACK_EAGER, &cnt);
-    if (cnt > 0)
-        fprintf(f, "  speedup packed over per-row (eager), geometric mean: %.3fx\n", g);
-    g = geomean_ratio(rs, n, BV_PACK_GRAPH, BV_FUSED, &cnt);
-    if (cnt > 0)
-        fprintf(f,
-                "  speedup fused over the packed graph, geometric mean: %.3fx over %zu "
-                "configurations\n",
-                g, cnt);
+    {
+        /* The speedups, each printed where some configuration timed both variants. */
+        static const struct {
+            int from, to;
+            const char *what;
+            bool count;
+        } speedups[] = {
+            {BV_ROW_GRAPH, BV_PACK_GRAPH, "packed over per-row (graph-replayed)", true},
+            {BV_ROW_EAGER, BV_PACK_EAGER, "packed over per-row (eager)", false},
+            {BV_PACK_GRAPH, BV_FUSED, "fused over the packed graph", true},
+        };
+        for (size_t i = 0; i < sizeof speedups / sizeof speedups[0]; i++) {
+            g = geomean_ratio(rs, n, speedups[i].from, speedups[i].to, &cnt);
+            if (cnt == 0)
+                continue;
+            fprintf(f, "  speedup %s, geometric mean: %.3fx", speedups[i].what, g);
+            if (speedups[i].count)
+                fprintf(f, " over %zu configurations", cnt);
+            fputc('\n', f);
+        }
+    }
     for (int v = BV_PACK_GRAPH; v < BV_COUNT; v++) {
         double best = -1.0, worst = 2e9;
         char best_at[64] = "", worst_at[64] = "";

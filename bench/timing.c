@@ -130,46 +130,52 @@ static uint64_t meminfo_bytes(const char *key)
     return (uint64_t)strtoull(v, NULL, 10) * 1024; /* reported in kB */
 }
 
+/* Reads `path` line by line, the first `max_lines` at most, into `line`; returns a pointer
+ * just past `key` in the first of them that holds it (at its start only, when `at_start`), or
+ * NULL where the file or such a line is missing. */
+static const char *line_after(const char *path, const char *key, bool at_start, size_t max_lines,
+                              char *line, size_t len)
+{
+    const char *found = NULL;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return NULL;
+    for (size_t n = 0; found == NULL && n < max_lines && fgets(line, (int)len, f) != NULL; n++) {
+        const char *p = strstr(line, key);
+        if (p != NULL && (!at_start || p == line))
+            found = p + strlen(key);
+    }
+    fclose(f);
+    return found;
+}
+
 /* The NVIDIA kernel module's version from its /proc file ("NVRM version: NVIDIA UNIX ...
  * Kernel Module  580.159.04  ..."), or "" where there is none. */
 static void nvidia_driver(char *out, size_t out_len)
 {
     char line[256];
-    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    const char *p =
+        line_after("/proc/driver/nvidia/version", "Kernel Module", false, 1, line, sizeof line);
     out[0] = '\0';
-    if (f == NULL)
+    if (p == NULL)
         return;
-    if (fgets(line, sizeof line, f) != NULL) {
-        const char *p = strstr(line, "Kernel Module");
-        if (p != NULL) {
-            p += strlen("Kernel Module");
-            while (*p == ' ' || *p == '\t')
-                p++;
-            snprintf(out, out_len, "%.*s", (int)strcspn(p, " \t\n"), p);
-        }
-    }
-    fclose(f);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    snprintf(out, out_len, "%.*s", (int)strcspn(p, " \t\n"), p);
 }
 
 /* PRETTY_NAME of /etc/os-release, unquoted, or "" where there is none. */
 static void os_name(char *out, size_t out_len)
 {
-    static const char key[] = "PRETTY_NAME=";
     char line[256];
-    FILE *f = fopen("/etc/os-release", "r");
+    const char *p =
+        line_after("/etc/os-release", "PRETTY_NAME=", true, SIZE_MAX, line, sizeof line);
     out[0] = '\0';
-    if (f == NULL)
+    if (p == NULL)
         return;
-    while (fgets(line, sizeof line, f) != NULL) {
-        const char *p = line + strlen(key);
-        if (strncmp(line, key, strlen(key)) != 0)
-            continue;
-        if (*p == '"')
-            p++;
-        snprintf(out, out_len, "%.*s", (int)strcspn(p, "\"\n"), p);
-        break;
-    }
-    fclose(f);
+    if (*p == '"')
+        p++;
+    snprintf(out, out_len, "%.*s", (int)strcspn(p, "\"\n"), p);
 }
 
 void bench_describe_machine(bench_env *env)
