@@ -1038,6 +1038,18 @@ static int read_packed(bench_work *w, const bench_set *s, results *got)
     return got->q != NULL ? read_prep(e, s, got) : 0;
 }
 
+/* Reads the per-row chain's conv outputs, scan outputs, final ring and final state. */
+static int read_rows(bench_work *w, const bench_set *s, results *got)
+{
+    MemraEngine *e = w->env->engine;
+    if (download(e, tu_view(s->r_conv_out), got->conv_out, "reading conv_out") != 0 ||
+        download(e, tu_view(s->r_o), got->o, "reading o") != 0 ||
+        download(e, tu_view(s->ring), got->ring, "reading the ring") != 0 ||
+        download(e, tu_view(final_state(&w->c, s)), got->state, "reading the final state") != 0)
+        return -1;
+    return 0;
+}
+
 /* Compares `n_rows` x B blocks of X words: the reference is [rows][B][X]; `got` is [B][rows][X]
  * when `got_seq_major`, else laid out as the reference. Returns the number of differing words
  * and describes the first one. */
@@ -1140,10 +1152,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
                                    ref.snap_ssm + r * B * c->state_words, "reading a state") != 0))
             goto out;
     }
-    if (download(e, tu_view(s->r_conv_out), ref.conv_out, "reading conv_out") != 0 ||
-        download(e, tu_view(s->r_o), ref.o, "reading o") != 0 ||
-        download(e, tu_view(s->ring), ref.ring, "reading the ring") != 0 ||
-        download(e, tu_view(final_state(c, s)), ref.state, "reading the final state") != 0)
+    if (read_rows(w, s, &ref) != 0)
         goto out;
     if (!tu_all_finite(ref.conv_out, T * B * c->conv_dim) ||
         !tu_all_finite(ref.o, T * B * c->value_dim) ||
@@ -1188,10 +1197,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
         bench_fail_status("replaying the per-row chain", st);
         goto out;
     }
-    if (download(e, tu_view(s->r_conv_out), got.conv_out, "reading conv_out") != 0 ||
-        download(e, tu_view(s->r_o), got.o, "reading o") != 0 ||
-        download(e, tu_view(s->ring), got.ring, "reading the ring") != 0 ||
-        download(e, tu_view(final_state(c, s)), got.state, "reading the final state") != 0)
+    if (read_rows(w, s, &got) != 0)
         goto out;
     rc = compare(c, "per-row graph", &ref, &got, false, false, why, why_len, compared);
 out:
