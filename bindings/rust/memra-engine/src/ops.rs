@@ -43,6 +43,44 @@ macro_rules! named_ops {
     };
 }
 
+/// Defines the GDN prep under each of its names from one parameter list and one body, which
+/// calls the C entry point `entry`. 0.72's single-row name (`without`, first) takes the list
+/// without the bracketed parameters and derives their values in its block; the `b_n`-row
+/// names take them last. Errors name each as `Engine::<name>` (the constant `F`).
+macro_rules! prep_ops {
+    (
+        fn(&$s:ident, $($p:ident: $t:ty,)* [$($x:ident: $xt:ty),+],) $entry:ident => $body:block
+        $(#[$odoc:meta])* $one:ident = $one_e:expr, without $derive:block;
+        $(#[$vdoc:meta])* $view:ident = $view_e:expr;
+        $(#[$bdoc:meta])* $b:ident = $b_e:expr;
+    ) => {
+        $(#[$vdoc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $view(&$s, $($p: $t,)* $($x: $xt,)+) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($view));
+            let $entry = $view_e;
+            $body
+        }
+
+        $(#[$bdoc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $b(&$s, $($p: $t,)* $($x: $xt,)+) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($b));
+            let $entry = $b_e;
+            $body
+        }
+
+        $(#[$odoc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $one(&$s, $($p: $t,)*) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($one));
+            let ($($x,)+): ($($xt,)+) = $derive;
+            let $entry = $one_e;
+            $body
+        }
+    };
+}
+
 /// Defines a packed operation twice from one parameter list and one body, as memra-engine
 /// names it: for one sequence (`b_n` is 1) and `_batched` (`b_n` is a parameter, where `[b_n]`
 /// stands in the list). Errors name each as `Engine::<name>` (the constant `F`).
@@ -111,6 +149,21 @@ impl Engine {
         Ok(out)
     }
 
+    /// Five checked f32 outputs named `names`, in that order.
+    fn outputs(
+        &self,
+        g: &LockGuard<'_>,
+        func: &str,
+        names: [&str; 5],
+        outs: [&mut dyn DevicePtrMut<f32>; 5],
+    ) -> Res<[sys::MemraSliceMutF32; 5]> {
+        let mut out = [NO_F32_MUT; 5];
+        for (i, buf) in outs.iter().enumerate() {
+            out[i] = self.t(g, func, names[i], &**buf)?.f32_mut();
+        }
+        Ok(out)
+    }
+
     named_ops! {
         fn(
             &self,
@@ -127,10 +180,11 @@ impl Engine {
             let conv_ptrs = self.t(&g, F, "conv_ptrs", conv_ptrs)?.u64();
             let w = self.t(&g, F, "w", w)?.f32();
             let conv_out = self.t(&g, F, "conv_out", &*conv_out)?.f32_mut();
+            let raw = self.raw();
             // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
             Ok(check(unsafe {
                 sys::memra_ssm_conv1d_fused_decode_b_view(
-                    self.raw(),
+                    raw,
                     qkv,
                     conv_ptrs,
                     w,
@@ -177,17 +231,10 @@ impl Engine {
         let conv_state = self.t(&g, F, "conv_state", &*conv_state)?.f32_mut();
         let w = self.t(&g, F, "w", w)?.f32();
         let conv_out = self.t(&g, F, "conv_out", &*conv_out)?.f32_mut();
+        let raw = self.raw();
         // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
         Ok(check(unsafe {
-            sys::memra_ssm_conv1d_fused_decode(
-                self.raw(),
-                qkv,
-                conv_state,
-                w,
-                conv_out,
-                conv_dim,
-                d_conv,
-            )
+            sys::memra_ssm_conv1d_fused_decode(raw, qkv, conv_state, w, conv_out, conv_dim, d_conv)
         })?)
     }
 
@@ -272,7 +319,7 @@ impl Engine {
         Ok(())
     }
 
-    named_ops! {
+    prep_ops! {
         fn(
             &self,
             conv_out: &impl DevicePtr<f32>,
@@ -290,24 +337,48 @@ impl Engine {
             num_k: usize,
             key_dim: usize,
             eps: f32,
-            conv_dim: usize,
-            b_n: usize,
-        ) {
-            Ok(self.prep(
-                F,
-                entry,
-                [conv_out, beta_raw, alpha, dt_bias, a],
-                [q_l2, k_l2, v_g, beta, g_log],
-                [d_state, num_v, num_k, key_dim],
-                eps,
-                conv_dim,
-                b_n,
-            )?)
+            [conv_dim: usize, b_n: usize],
+        ) entry => {
+            const IN: [&str; 5] = ["conv_out", "beta_raw", "alpha", "dt_bias", "a"];
+            const OUT: [&str; 5] = ["q_l2", "k_l2", "v_g", "beta", "g_log"];
+            let g = self.lock();
+            let ins: [&dyn DevicePtr<f32>; 5] = [conv_out, beta_raw, alpha, dt_bias, a];
+            let [conv_out, beta_raw, alpha, dt_bias, a] = self.inputs(&g, F, IN, ins)?;
+            let outs: [&mut dyn DevicePtrMut<f32>; 5] = [q_l2, k_l2, v_g, beta, g_log];
+            let [q_l2, k_l2, v_g, beta, g_log] = self.outputs(&g, F, OUT, outs)?;
+            let raw = self.raw();
+            // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
+            Ok(check(unsafe {
+                entry(
+                    raw, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g, beta, g_log,
+                    d_state, num_v, num_k, key_dim, eps, conv_dim, b_n,
+                )
+            })?)
         }
+
+        /// GDN prep of ONE row (memra-engine 0.72's single-sequence `gdn_prep_decode`):
+        /// [`Engine::gdn_prep_decode_b`] with `b_n = 1` and
+        /// `conv_dim = 2 * key_dim + d_state * num_v`.
+        gdn_prep_decode = sys::memra_gdn_prep_decode_b, without {
+            let value_dim = elements(F, "d_state * num_v", &[d_state, num_v])?;
+            let conv_dim = key_dim
+                .checked_mul(2)
+                .and_then(|k2| k2.checked_add(value_dim))
+                .ok_or_else(|| {
+                    Error::new(
+                        Status::InvalidArgument,
+                        format!(
+                            "{}: conv_dim = 2 * key_dim + d_state * num_v overflows usize",
+                            F
+                        ),
+                    )
+                })?;
+            (conv_dim, 1)
+        };
 
         /// GDN prep for `b_n` rows, taking views (`memra_gdn_prep_decode_b_view`); identical
         /// to [`Engine::gdn_prep_decode_b`].
-        gdn_prep_decode_b_view(entry = sys::memra_gdn_prep_decode_b_view);
+        gdn_prep_decode_b_view = sys::memra_gdn_prep_decode_b_view;
 
         /// GDN prep for `b_n` rows (`memra_gdn_prep_decode_b`): per-row, one row of each of
         /// `b_n` sequences; packed, the `T` rows of one sequence (`b_n = T`) or `B * T` rows of
@@ -318,102 +389,8 @@ impl Engine {
         /// `[b_n, num_v, d_state]`, `beta` and `g_log` `[b_n, num_v]`. Requires
         /// `d_state == 128`, `num_v % num_k == 0`, `key_dim == d_state * num_k`,
         /// `conv_dim == 2 * key_dim + d_state * num_v` and a finite `eps`.
-        gdn_prep_decode_b(entry = sys::memra_gdn_prep_decode_b);
-    }
+        gdn_prep_decode_b = sys::memra_gdn_prep_decode_b;
 
-    /// GDN prep of ONE row (memra-engine 0.72's single-sequence `gdn_prep_decode`):
-    /// [`Engine::gdn_prep_decode_b`] with `b_n = 1` and
-    /// `conv_dim = 2 * key_dim + d_state * num_v`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gdn_prep_decode(
-        &self,
-        conv_out: &impl DevicePtr<f32>,
-        beta_raw: &impl DevicePtr<f32>,
-        alpha: &impl DevicePtr<f32>,
-        dt_bias: &impl DevicePtr<f32>,
-        a: &impl DevicePtr<f32>,
-        q_l2: &mut impl DevicePtrMut<f32>,
-        k_l2: &mut impl DevicePtrMut<f32>,
-        v_g: &mut impl DevicePtrMut<f32>,
-        beta: &mut impl DevicePtrMut<f32>,
-        g_log: &mut impl DevicePtrMut<f32>,
-        d_state: usize,
-        num_v: usize,
-        num_k: usize,
-        key_dim: usize,
-        eps: f32,
-    ) -> Result<()> {
-        const F: &str = "Engine::gdn_prep_decode";
-        let value_dim = elements(F, "d_state * num_v", &[d_state, num_v])?;
-        let conv_dim = key_dim
-            .checked_mul(2)
-            .and_then(|k2| k2.checked_add(value_dim))
-            .ok_or_else(|| {
-                Error::new(
-                    Status::InvalidArgument,
-                    format!(
-                        "{}: conv_dim = 2 * key_dim + d_state * num_v overflows usize",
-                        F
-                    ),
-                )
-            })?;
-        Ok(self.prep(
-            F,
-            sys::memra_gdn_prep_decode_b,
-            [conv_out, beta_raw, alpha, dt_bias, a],
-            [q_l2, k_l2, v_g, beta, g_log],
-            [d_state, num_v, num_k, key_dim],
-            eps,
-            conv_dim,
-            1,
-        )?)
-    }
-
-    /// Checks the buffers and calls `entry`, one of the two prep entry points, which share
-    /// their signature.
-    #[allow(clippy::too_many_arguments)]
-    fn prep(
-        &self,
-        func: &str,
-        entry: PrepFn,
-        ins: [&dyn DevicePtr<f32>; 5],
-        outs: [&mut dyn DevicePtrMut<f32>; 5],
-        [d_state, num_v, num_k, key_dim]: [usize; 4],
-        eps: f32,
-        conv_dim: usize,
-        b_n: usize,
-    ) -> Res<()> {
-        const IN: [&str; 5] = ["conv_out", "beta_raw", "alpha", "dt_bias", "a"];
-        const OUT: [&str; 5] = ["q_l2", "k_l2", "v_g", "beta", "g_log"];
-        let g = self.lock();
-        let i = self.inputs(&g, func, IN, ins)?;
-        let mut o = [NO_F32_MUT; 5];
-        for (k, buf) in outs.iter().enumerate() {
-            o[k] = self.t(&g, func, OUT[k], &**buf)?.f32_mut();
-        }
-        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
-        check(unsafe {
-            entry(
-                self.raw(),
-                i[0],
-                i[1],
-                i[2],
-                i[3],
-                i[4],
-                o[0],
-                o[1],
-                o[2],
-                o[3],
-                o[4],
-                d_state,
-                num_v,
-                num_k,
-                key_dim,
-                eps,
-                conv_dim,
-                b_n,
-            )
-        })
     }
 
     named_ops! {
@@ -436,10 +413,11 @@ impl Engine {
             let in_ptrs = self.t(&g, F, "in_ptrs", in_ptrs)?.u64();
             let out_ptrs = self.t(&g, F, "out_ptrs", out_ptrs)?.u64();
             let o = self.t(&g, F, "o", &*o)?.f32_mut();
+            let raw = self.raw();
             // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
             Ok(check(unsafe {
                 sys::memra_gdn_scan_s128_batched_view(
-                    self.raw(),
+                    raw,
                     q,
                     k,
                     v,
@@ -490,10 +468,11 @@ impl Engine {
             let state_in = self.t(&lock, F, "state_in", state_in)?.f32();
             let state_out = self.t(&lock, F, "state_out", &*state_out)?.f32_mut();
             let o = self.t(&lock, F, "o", &*o)?.f32_mut();
+            let raw = self.raw();
             // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
             Ok(check(unsafe {
                 sys::memra_gdn_scan_s128(
-                    self.raw(),
+                    raw,
                     q,
                     k,
                     v,
@@ -547,11 +526,12 @@ impl Engine {
             let w = self.t(&g, F, "w", w)?.f32();
             let conv_outs = self.t(&g, F, "conv_outs", &*conv_outs)?.f32_mut();
             let snap_conv = self.opt(&g, F, "snap_conv", &snap_conv)?;
+            let raw = self.raw();
             // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
             // (or {NULL, 0}).
             Ok(check(unsafe {
                 sys::memra_ssm_conv1d_fused_decode_tloop(
-                    self.raw(),
+                    raw,
                     qkv,
                     table,
                     w,
@@ -603,11 +583,12 @@ impl Engine {
             let table = self.t(&g, F, "table", table)?.u64();
             let o_all = self.t(&g, F, "o_all", &*o_all)?.f32_mut();
             let snap_ssm = self.opt(&g, F, "snap_ssm", &snap_ssm)?;
+            let raw = self.raw();
             // SAFETY: a live engine, its lock held, and slices that describe live buffers of it
             // (or {NULL, 0}).
             Ok(check(unsafe {
                 sys::memra_gdn_scan_s128_tsnap(
-                    self.raw(),
+                    raw,
                     q,
                     k,
                     v,
@@ -642,25 +623,3 @@ impl Engine {
         gdn_scan_s128_tsnap_batched;
     }
 }
-
-/// The signature both prep entry points share.
-type PrepFn = unsafe extern "C" fn(
-    *mut sys::MemraEngine,
-    sys::MemraSliceF32,
-    sys::MemraSliceF32,
-    sys::MemraSliceF32,
-    sys::MemraSliceF32,
-    sys::MemraSliceF32,
-    sys::MemraSliceMutF32,
-    sys::MemraSliceMutF32,
-    sys::MemraSliceMutF32,
-    sys::MemraSliceMutF32,
-    sys::MemraSliceMutF32,
-    usize,
-    usize,
-    usize,
-    usize,
-    f32,
-    usize,
-    usize,
-) -> sys::MemraStatus;
