@@ -18,8 +18,11 @@
 #define PE "engine"
 #define CAP "memra_graph_capture"
 
-static MemraStatus cc_options_init(bi_world *w, const bi_custom *cc)
+/* memra_engine_options_init and memra_verify_args_init with no struct to fill. */
+static MemraStatus cc_init_null(bi_world *w, const bi_custom *cc)
 {
+    if (strcmp(cc->fn, "memra_verify_args_init") == 0)
+        return bi_took(w, memra_verify_args_init(NULL));
     return bi_took(w, memra_engine_options_init(NULL));
 }
 
@@ -725,11 +728,6 @@ static MemraStatus cc_op(bi_world *w, const bi_custom *cc)
     return st;
 }
 
-static MemraStatus cc_args_init(bi_world *w, const bi_custom *cc)
-{
-    return bi_took(w, memra_verify_args_init(NULL));
-}
-
 enum {
     JL_NULL_OUT,
     JL_D_STATE_0,
@@ -836,7 +834,7 @@ static MemraStatus cc_journal_len(bi_world *w, const bi_custom *cc)
     {fn, op, CR_SIZE_MAX, BI_ABI, "struct_size", BI_CC_ANY, "struct_size = SIZE_MAX", run}
 
 const bi_custom BI_ENTRY_10[] = {
-    {"memra_engine_options_init", -1, 0, INV, "options", BI_CC_ANY, "options = NULL", cc_options_init},
+    {"memra_engine_options_init", -1, 0, INV, "options", BI_CC_ANY, "options = NULL", cc_init_null},
 
     CREATE_CASE(CR_NULL_OUT, INV, "out_engine", "out_engine = NULL"),
     SIZE_CASES("memra_engine_create", -1, cc_create),
@@ -921,7 +919,7 @@ const bi_custom BI_ENTRY_11[] = {
     STRUCT_CASES(VERIFY, OA_V_JOURNAL),
     STRUCT_CASES("memra_gdn_journal_commit", OA_COMMIT),
     STRUCT_CASES("memra_gdn_rollback", OA_ROLLBACK),
-    {"memra_verify_args_init", -1, 0, INV, "args", BI_CC_ANY, "args = NULL", cc_args_init},
+    {"memra_verify_args_init", -1, 0, INV, "args", BI_CC_ANY, "args = NULL", cc_init_null},
     OP_CASE(VERIFY, OA_V_SNAP, CO_INIT_ONLY, NULL, BI_CC_ANY, "a struct only memra_verify_args_init filled"),
     OP_CASE(VERIFY, OA_V_JOURNAL, CO_INIT_ONLY, NULL, BI_CC_ANY, "a JOURNAL struct only memra_verify_args_init filled"),
     OP_CASE("memra_gdn_journal_commit", OA_COMMIT, CO_INIT_ONLY, NULL, BI_CC_ANY, "a struct only memra_verify_args_init filled"),

@@ -113,40 +113,20 @@ enum { OA_FORM_POS, OA_FORM_ARGS };
 #define OA_MODE_FINAL_ONLY MEMRA_VERIFY_MODE_FINAL_ONLY
 #define OA_MODE_JOURNAL MEMRA_VERIFY_MODE_JOURNAL
 
-#define OA_ROWS_NONE(...)
-
 /* The flat list of rows: operation markers and slots, in the file's order. */
 enum {
 #define OP(id, fn, form, mode, label, fuzz) OA_FLAT_##id,
 #define SLICE(id, name, ...) OA_FLAT_##id##_##name,
-#define FIELD(id, name, ...) OA_FLAT_##id##_##name,
+#define FIELD SLICE
 #define END(id) OA_FLAT_END_##id,
-#define ALIAS OA_ROWS_NONE
-#define SIZE OA_ROWS_NONE
-#define ENUM OA_ROWS_NONE
-#define FLOAT OA_ROWS_NONE
-#define FSIZE OA_ROWS_NONE
-#define FENUM OA_ROWS_NONE
-#define FFLOAT OA_ROWS_NONE
 #include "op_args.def"
-#undef OP
-#undef SLICE
-#undef FIELD
-#undef END
     OA_N_FLAT
 };
 
 /* The operations. */
 enum {
 #define OP(id, fn, form, mode, label, fuzz) OA_##id,
-#define SLICE OA_ROWS_NONE
-#define FIELD OA_ROWS_NONE
-#define END OA_ROWS_NONE
 #include "op_args.def"
-#undef OP
-#undef SLICE
-#undef FIELD
-#undef END
     OA_N_OP
 };
 
@@ -178,8 +158,6 @@ typedef struct oa_op {
 
 /* Every slot, operation after operation (OA_OPS[op].first is the first of op's). */
 static const oa_slot OA_SLOTS[] = {
-#define OP OA_ROWS_NONE
-#define END OA_ROWS_NONE
 #define SLICE(id, name, kind, region, f1, f2, f3, f4)                                              \
     {#name, OA_K_##kind, OA_R_##region, {OA_F_##f1, OA_F_##f2, OA_F_##f3, OA_F_##f4}, 0},
 #define FIELD(id, name, kind, region, f1, f2, f3, f4)                                              \
@@ -189,10 +167,6 @@ static const oa_slot OA_SLOTS[] = {
      {OA_F_##f1, OA_F_##f2, OA_F_##f3, OA_F_##f4},                                                 \
      offsetof(MemraVerifyArgs, name)},
 #include "op_args.def"
-#undef OP
-#undef END
-#undef SLICE
-#undef FIELD
 };
 
 static const oa_op OA_OPS[OA_N_OP] = {
@@ -209,14 +183,6 @@ static const oa_op OA_OPS[OA_N_OP] = {
     }                                                                                              \
     }                                                                                              \
     ,
-#define SLICE OA_ROWS_NONE
-#define FIELD OA_ROWS_NONE
-#undef SIZE
-#undef ENUM
-#undef FLOAT
-#undef FSIZE
-#undef FENUM
-#undef FFLOAT
 #define SIZE(id, name, base_) [OA_SC_##name] = 1 + OA_Q_##base_,
 #define ENUM SIZE
 #define FLOAT SIZE
@@ -224,18 +190,7 @@ static const oa_op OA_OPS[OA_N_OP] = {
 #define FENUM SIZE
 #define FFLOAT SIZE
 #include "op_args.def"
-#undef OP
-#undef END
-#undef SLICE
-#undef FIELD
 };
-#undef SIZE
-#undef ENUM
-#undef FLOAT
-#undef FSIZE
-#undef FENUM
-#undef FFLOAT
-#undef ALIAS
 
 /* In-place updates the rules allow: slot `slot` of `op` exactly on slot `other`. */
 typedef struct oa_alias {
@@ -243,29 +198,8 @@ typedef struct oa_alias {
 } oa_alias;
 
 static const oa_alias OA_ALIASES[] = {
-#define OP OA_ROWS_NONE
-#define END OA_ROWS_NONE
-#define SLICE OA_ROWS_NONE
-#define FIELD OA_ROWS_NONE
-#define SIZE OA_ROWS_NONE
-#define ENUM OA_ROWS_NONE
-#define FLOAT OA_ROWS_NONE
-#define FSIZE OA_ROWS_NONE
-#define FENUM OA_ROWS_NONE
-#define FFLOAT OA_ROWS_NONE
 #define ALIAS(id, name, other) {OA_##id, OA_SLOT(id, name), OA_SLOT(id, other)},
 #include "op_args.def"
-#undef OP
-#undef END
-#undef SLICE
-#undef FIELD
-#undef SIZE
-#undef ENUM
-#undef FLOAT
-#undef FSIZE
-#undef FENUM
-#undef FFLOAT
-#undef ALIAS
     {-1, -1, -1},
 };
 
@@ -455,27 +389,11 @@ static inline MemraStatus oa_invoke(int op, MemraEngine *e, const oa_values *v,
     case OA_##id: return fn(e, args
 #define OP(id, fn, form, mode, label, fuzz) OA_OPEN_##form(id, fn)
 #define SLICE(id, name, kind, ...) , OA_VIEW_##kind(v, OA_SLOT(id, name))
-#define FIELD OA_ROWS_NONE
 #define SIZE(id, name, base) , v->z[OA_SC_##name]
 #define ENUM SIZE
 #define FLOAT(id, name, base) , v->f[OA_SC_##name]
-#define FSIZE OA_ROWS_NONE
-#define FENUM OA_ROWS_NONE
-#define FFLOAT OA_ROWS_NONE
-#define ALIAS OA_ROWS_NONE
 #define END(id) );
 #include "op_args.def"
-#undef OP
-#undef SLICE
-#undef FIELD
-#undef SIZE
-#undef ENUM
-#undef FLOAT
-#undef FSIZE
-#undef FENUM
-#undef FFLOAT
-#undef ALIAS
-#undef END
 #undef OA_OPEN_POS
 #undef OA_OPEN_ARGS
     }

@@ -1022,18 +1022,10 @@ static MemraVerifyArgs *verify_args(const call *c)
                      : c->size_kind == SZ_LESS ? sizeof *a - 1
                      : c->size_kind == SZ_ZERO ? 0
                                                : sizeof *a;
-    a->mode = c->mode;
-    a->head_order = c->order;
-    a->d_state = c->d_state;
-    a->num_k = c->num_k;
-    a->num_v = c->num_v;
-    a->d_conv = c->d_conv;
-    a->t = c->t;
-    a->b_n = c->b_n;
-    a->eps = c->eps;
-    a->scale = c->scale;
-    for (int s = 0; s < c->n; s++)
-        oa_set_field(a, c->op, s, c->p[s], c->len[s]);
+    /* Every field as drawn, read or not: the SNAPSHOTS verify's row names them all. */
+    oa_values v;
+    call_values(c, &v);
+    oa_fill_args(OA_V_SNAP, a, &v);
     return a;
 }
 
@@ -1563,6 +1555,62 @@ static void cmd_graph_destroy(fuzz *f, reader *r)
 
 static MemraEngine *cpu_engine(void);
 
+/* Makes call `which` of those below with engine `e` and graph `g`, neither of which is a live
+ * handle (the graph is used with the live engine): each must be refused. */
+enum {
+    HC_SYNC,
+    HC_OP,
+    HC_ALLOC,
+    HC_CAPTURE,
+    HC_LAUNCH,
+    HC_GRAPH_DESTROY,
+    HC_ENGINE_DESTROY,
+    HC_BACKEND,
+};
+
+static void call_with_bad_handle(fuzz *f, reader *r, int which, MemraEngine *e, MemraGraph *g)
+{
+    switch (which) {
+    case HC_SYNC:
+        check_status("memra_engine_synchronize", V_INVALID, memra_engine_synchronize(e));
+        break;
+    case HC_OP: {
+        call c;
+        if (!read_call(f, r, &c))
+            return;
+        check_status(OP_NAME(c.op), c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID, invoke(&c, e));
+        free_call(f, &c);
+        break;
+    }
+    case HC_ALLOC: {
+        MemraSliceMutF32 out;
+        check_status("memra_alloc_f32", V_INVALID,
+                     memra_alloc_f32(e, 16, MEMRA_ALLOC_INIT_ZEROED, &out));
+        break;
+    }
+    case HC_CAPTURE: {
+        MemraGraph *again = NULL;
+        check_status("memra_graph_capture", V_INVALID,
+                     memra_graph_capture(e, empty_step, NULL, &again));
+        break;
+    }
+    case HC_LAUNCH:
+        check_status("memra_graph_launch", V_INVALID, memra_graph_launch(f->e, g));
+        break;
+    case HC_GRAPH_DESTROY:
+        check_status("memra_graph_destroy", V_INVALID, memra_graph_destroy(f->e, g));
+        break;
+    case HC_ENGINE_DESTROY:
+        check_status("memra_engine_destroy", V_INVALID, memra_engine_destroy(e));
+        break;
+    case HC_BACKEND: {
+        MemraBackend kind;
+        check_status("memra_engine_backend", V_INVALID, memra_engine_backend(e, &kind));
+        break;
+    }
+    }
+}
+
 /* Calls through the handles of an engine and a graph that were just destroyed: they must be
  * refused whatever the allocator left in the freed memory (the corpus also runs under valgrind
  * and with jemalloc preloaded). */
@@ -1573,49 +1621,10 @@ static void cmd_dead_handle(fuzz *f, reader *r, uint8_t which)
     check_status("memra_graph_capture", V_OK, memra_graph_capture(dead, empty_step, NULL, &g));
     check_status("memra_graph_destroy", V_OK, memra_graph_destroy(dead, g));
     check_status("memra_engine_destroy", V_OK, memra_engine_destroy(dead));
-    switch ((which >> 1) % 8) {
-    case 0:
-        check_status("memra_engine_synchronize", V_INVALID, memra_engine_synchronize(dead));
-        break;
-    case 1: {
-        call c;
-        if (!read_call(f, r, &c))
-            return;
-        check_status(OP_NAME(c.op), c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID,
-                     invoke(&c, dead));
-        free_call(f, &c);
-        break;
-    }
-    case 2: {
-        MemraSliceMutF32 out;
-        check_status("memra_alloc_f32", V_INVALID,
-                     memra_alloc_f32(dead, 16, MEMRA_ALLOC_INIT_ZEROED, &out));
-        break;
-    }
-    case 3: {
-        MemraGraph *again = NULL;
-        check_status("memra_graph_capture", V_INVALID,
-                     memra_graph_capture(dead, empty_step, NULL, &again));
-        break;
-    }
-    case 4:
-        /* A dead graph with a live engine. */
-        check_status("memra_graph_launch", V_INVALID, memra_graph_launch(f->e, g));
-        break;
-    case 5:
-        check_status("memra_graph_destroy", V_INVALID, memra_graph_destroy(f->e, g));
-        break;
-    case 6:
-        check_status("memra_engine_destroy", V_INVALID, memra_engine_destroy(dead));
-        break;
-    case 7: {
-        MemraBackend kind;
-        check_status("memra_engine_backend", V_INVALID, memra_engine_backend(dead, &kind));
-        break;
-    }
-    }
+    call_with_bad_handle(f, r, (which >> 1) % 8, dead, g);
 }
 
+/* Calls with NULL or with memory that is not a handle. */
 static void cmd_bad_handle(fuzz *f, reader *r)
 {
     /* Word-aligned memory that is not a handle (never the input's bytes, which could spell a
@@ -1628,39 +1637,12 @@ static void cmd_bad_handle(fuzz *f, reader *r)
         return;
     }
     MemraEngine *e = which & 1 ? (MemraEngine *)(void *)garbage : NULL;
-    switch ((which >> 1) % 6) {
-    case 0:
-        check_status("memra_engine_synchronize", V_INVALID, memra_engine_synchronize(e));
-        break;
-    case 1: {
-        call c;
-        if (!read_call(f, r, &c))
-            return;
-        check_status(OP_NAME(c.op), c.verdict == V_ABI ? V_BAD_HANDLE : V_INVALID, invoke(&c, e));
-        free_call(f, &c);
-        break;
-    }
-    case 2: {
-        MemraSliceMutF32 out;
-        check_status("memra_alloc_f32", V_INVALID,
-                     memra_alloc_f32(e, 16, MEMRA_ALLOC_INIT_ZEROED, &out));
-        break;
-    }
-    case 3: {
-        MemraGraph *g = NULL;
-        check_status("memra_graph_capture", V_INVALID,
-                     memra_graph_capture(e, empty_step, NULL, &g));
-        break;
-    }
-    case 4:
-        check_status("memra_graph_launch", V_INVALID,
-                     memra_graph_launch(f->e, (MemraGraph *)(void *)garbage));
-        break;
-    case 5:
-        if (which & 1)
-            check_status("memra_engine_destroy", V_INVALID, memra_engine_destroy(e));
-        break;
-    }
+    const int pick_call = (which >> 1) % 6;
+    /* Destroying NULL is allowed (a no-op): only garbage is destroyed. */
+    if (pick_call == 5 && !(which & 1))
+        return;
+    call_with_bad_handle(f, r, pick_call == 5 ? HC_ENGINE_DESTROY : pick_call, e,
+                         (MemraGraph *)(void *)garbage);
 }
 
 static void cmd_engine_destroy(fuzz *f)
