@@ -600,39 +600,39 @@ static void gp_run_nosnap(MemraEngine *e, const gp_case *c, const gp_dims *d, co
     gp_expect_identical(c, "without snapshots against with", with, without, GP_NO_SNAPSHOTS);
 }
 
+/* The no-snapshot run's three results (the per-row reference, packed with snapshots, packed
+ * without) on a fresh engine of `backend`. */
+static void gp_nosnap_on(MemraBackend backend, const gp_case *c, const gp_dims *d, const gp_host *h,
+                         gp_result r[3])
+{
+    MemraEngine *e = tu_engine(backend);
+    for (int i = 0; i < 3; i++)
+        gp_result_make(d, &r[i]);
+    gp_run_nosnap(e, c, d, h, &r[0], &r[1], &r[2]);
+    TU_OK(memra_engine_destroy(e));
+}
+
 static void gp_check_nosnap(gp_case c, MemraBackend backend)
 {
+    static const char *const what[3] = {"per-row reference", "packed with snapshots",
+                                        "packed without snapshots"};
     c.seed = tu_fresh_seed();
     const gp_dims d = gp_make_dims(c.num_k, c.num_v, c.t, c.b);
-    MemraEngine *e = tu_engine(backend);
     gp_host h;
     gp_host_make(&c, &d, &h);
 
-    gp_result ref, with, without;
-    gp_result_make(&d, &ref);
-    gp_result_make(&d, &with);
-    gp_result_make(&d, &without);
-    gp_run_nosnap(e, &c, &d, &h, &ref, &with, &without);
-    TU_OK(memra_engine_destroy(e));
-
+    gp_result r[3];
+    gp_nosnap_on(backend, &c, &d, &h, r);
     if (backend == MEMRA_BACKEND_CUDA) {
-        MemraEngine *cpu = tu_engine(MEMRA_BACKEND_CPU);
-        gp_result cref, cwith, cwithout;
-        gp_result_make(&d, &cref);
-        gp_result_make(&d, &cwith);
-        gp_result_make(&d, &cwithout);
-        gp_run_nosnap(cpu, &c, &d, &h, &cref, &cwith, &cwithout);
-        TU_OK(memra_engine_destroy(cpu));
-        gp_expect_close(&c, "per-row reference", &cref, &ref, GP_ALL_TENSORS);
-        gp_expect_close(&c, "packed with snapshots", &cwith, &with, GP_ALL_TENSORS);
-        gp_expect_close(&c, "packed without snapshots", &cwithout, &without, GP_NO_SNAPSHOTS);
-        gp_result_free(&cref);
-        gp_result_free(&cwith);
-        gp_result_free(&cwithout);
+        gp_result cr[3];
+        gp_nosnap_on(MEMRA_BACKEND_CPU, &c, &d, &h, cr);
+        for (int i = 0; i < 3; i++) {
+            gp_expect_close(&c, what[i], &cr[i], &r[i], i == 2 ? GP_NO_SNAPSHOTS : GP_ALL_TENSORS);
+            gp_result_free(&cr[i]);
+        }
     }
-    gp_result_free(&ref);
-    gp_result_free(&with);
-    gp_result_free(&without);
+    for (int i = 0; i < 3; i++)
+        gp_result_free(&r[i]);
     gp_host_free(&h);
 }
 
