@@ -1050,6 +1050,16 @@ static int read_rows(bench_work *w, const bench_set *s, results *got)
     return 0;
 }
 
+/* Replays graph `g` of set `s` once and reads its results with `read`. */
+static int replay_read(bench_work *w, const bench_set *s, MemraGraph *g, const char *what,
+                       int (*read)(bench_work *, const bench_set *, results *), results *got)
+{
+    MemraStatus st = memra_graph_launch(w->env->engine, g);
+    if (st != MEMRA_STATUS_OK)
+        return bench_fail_status(what, st);
+    return read(w, s, got);
+}
+
 /* Compares `n_rows` x B blocks of X words: the reference is [rows][B][X]; `got` is [B][rows][X]
  * when `got_seq_major`, else laid out as the reference. Returns the number of differing words
  * and describes the first one. */
@@ -1124,7 +1134,6 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
     bench_set *s = &w->sets[0];
     results ref, got, pk;
     int rc = -1;
-    MemraStatus st;
 
     *compared = 0;
     if (results_alloc(&ref, c, false) != 0)
@@ -1178,12 +1187,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
      * state), restart, replay once. */
     if (capture(w, s) != 0 || restart(w, s) != 0 || poison_packed(e, s) != 0)
         goto out;
-    st = memra_graph_launch(e, s->graph_packed);
-    if (st != MEMRA_STATUS_OK) {
-        bench_fail_status("replaying the packed program", st);
-        goto out;
-    }
-    if (read_packed(w, s, &got) != 0)
+    if (replay_read(w, s, s->graph_packed, "replaying the packed program", read_packed, &got) != 0)
         goto out;
     if ((rc = compare(c, "packed graph", &ref, &got, true, true, why, why_len, compared)) != 0)
         goto out;
@@ -1192,12 +1196,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
     /* 4. The per-row chain, graph-replayed (its final results; it makes no snapshots). */
     if (restart(w, s) != 0 || poison(e, s->r_conv_out) != 0 || poison(e, s->r_o) != 0)
         goto out;
-    st = memra_graph_launch(e, s->graph_rows);
-    if (st != MEMRA_STATUS_OK) {
-        bench_fail_status("replaying the per-row chain", st);
-        goto out;
-    }
-    if (read_rows(w, s, &got) != 0)
+    if (replay_read(w, s, s->graph_rows, "replaying the per-row chain", read_rows, &got) != 0)
         goto out;
     rc = compare(c, "per-row graph", &ref, &got, false, false, why, why_len, compared);
 out:

@@ -652,11 +652,7 @@ static gp_param gp_nosnap_sweep[] = {{2, 1}, {3, 1}, {4, 3}, {5, 3}};
 /* One ParameterizedTest per (shape, mode, inputs, backend) over the (t, b) pairs of `sweep`:
  * the name says the case, `check` runs it. */
 #define GP_TEST(tname, sweep, nk, nv, gmode, ginputs, check, backend)                              \
-    ParameterizedTestParameters(gdn_packed, tname)                                                 \
-    {                                                                                              \
-        return TU_PARAMS(gp_param, sweep);                                                         \
-    }                                                                                              \
-    ParameterizedTest(gp_param *p, gdn_packed, tname)                                              \
+    TU_PARAM_TEST(gp_param, TU_PARAMS(gp_param, sweep), gdn_packed, tname, p)                      \
     {                                                                                              \
         gp_case c = {#tname, nk, nv, p->t, p->b, gmode, ginputs, 0};                               \
         check(c, backend);                                                                         \

@@ -517,11 +517,7 @@ static rf_param rf_per_row_cases[] = {
 };
 
 #define RF_TEST(tname, cases, backend, runner)                                                     \
-    ParameterizedTestParameters(reference, tname)                                                  \
-    {                                                                                              \
-        return TU_PARAMS(rf_param, cases);                                                         \
-    }                                                                                              \
-    ParameterizedTest(rf_param *p, reference, tname)                                               \
+    TU_PARAM_TEST(rf_param, TU_PARAMS(rf_param, cases), reference, tname, p)                       \
     {                                                                                              \
         rf_check(#tname, p, backend, runner);                                                      \
     }

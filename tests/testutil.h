@@ -51,6 +51,15 @@ void tu_free(MemraEngine *e, void *ptr);
 /* Reads a device slice back into the existing host array `dst` (src.len elements). */
 void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
 
+/* The head of a parameterised test over the cases `params` returns (a cr_make_param_array
+ * expression), each case reached through `type *var`; the test's body follows. */
+#define TU_PARAM_TEST(type, params, suite, tname, var)                                             \
+    ParameterizedTestParameters(suite, tname)                                                      \
+    {                                                                                              \
+        return params;                                                                             \
+    }                                                                                              \
+    ParameterizedTest(type *var, suite, tname)
+
 /* A test calling fn(backend), and a parameterised test over the cases `params` returns (a
  * cr_make_param_array expression) calling fn(case, backend) with a copy of each case. */
 #define TU_TEST_ON(suite, tname, fn, backend)                                                      \
@@ -59,11 +68,7 @@ void tu_download_into(MemraEngine *e, MemraSliceF32 src, float *dst);
         fn(backend);                                                                               \
     }
 #define TU_PARAM_TEST_ON(type, params, suite, tname, fn, backend)                                  \
-    ParameterizedTestParameters(suite, tname)                                                      \
-    {                                                                                              \
-        return params;                                                                             \
-    }                                                                                              \
-    ParameterizedTest(type *tu_param_, suite, tname)                                               \
+    TU_PARAM_TEST(type, params, suite, tname, tu_param_)                                           \
     {                                                                                              \
         fn(*tu_param_, backend);                                                                   \
     }
