@@ -51,27 +51,22 @@ static MemraStatus prep(const char *fn, MemraEngine *engine, MemraSliceF32 conv_
     return memra__from_backend(fn, engine->backend->prep(engine, &args));
 }
 
-MEMRA__EXPORT MemraStatus memra_gdn_prep_decode_b(
-    MemraEngine *engine, MemraSliceF32 conv_out, MemraSliceF32 beta_raw, MemraSliceF32 alpha,
-    MemraSliceF32 dt_bias, MemraSliceF32 a, MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2,
-    MemraSliceMutF32 v_g, MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,
-    size_t num_v, size_t num_k, size_t key_dim, float eps, size_t conv_dim, size_t b_n)
-{
-    MEMRA__ENTER(engine);
-    return prep(__func__, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g, beta,
-                g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);
-}
+/* Both exported prep names have the same signature and body, so one definition serves both
+ * and they cannot drift apart; __func__ is still each function's own name in messages. */
+#define MEMRA__PREP_ENTRY(name)                                                                    \
+    MEMRA__EXPORT MemraStatus name(                                                                \
+        MemraEngine *engine, MemraSliceF32 conv_out, MemraSliceF32 beta_raw, MemraSliceF32 alpha,  \
+        MemraSliceF32 dt_bias, MemraSliceF32 a, MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2,      \
+        MemraSliceMutF32 v_g, MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,       \
+        size_t num_v, size_t num_k, size_t key_dim, float eps, size_t conv_dim, size_t b_n)        \
+    {                                                                                              \
+        MEMRA__ENTER(engine);                                                                      \
+        return prep(__func__, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g,      \
+                    beta, g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);              \
+    }
 
-MEMRA__EXPORT MemraStatus memra_gdn_prep_decode_b_view(
-    MemraEngine *engine, MemraSliceF32 conv_out, MemraSliceF32 beta_raw, MemraSliceF32 alpha,
-    MemraSliceF32 dt_bias, MemraSliceF32 a, MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2,
-    MemraSliceMutF32 v_g, MemraSliceMutF32 beta, MemraSliceMutF32 g_log, size_t d_state,
-    size_t num_v, size_t num_k, size_t key_dim, float eps, size_t conv_dim, size_t b_n)
-{
-    MEMRA__ENTER(engine);
-    return prep(__func__, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g, beta,
-                g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);
-}
+MEMRA__PREP_ENTRY(memra_gdn_prep_decode_b)
+MEMRA__PREP_ENTRY(memra_gdn_prep_decode_b_view)
 
 MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_batched_view(
     MemraEngine *engine, MemraSliceF32 q, MemraSliceF32 k, MemraSliceF32 v, MemraSliceF32 g_log,
