@@ -72,25 +72,40 @@ static MemraStatus copy(const char *fn, MemraEngine *e, bool to_device, void *ds
     return memra__from_backend(fn, e->backend->take_findings(e));
 }
 
-MEMRA__EXPORT MemraStatus memra_alloc_f32(MemraEngine *engine, size_t len, MemraAllocInit init,
-                                          MemraSliceMutF32 *out)
-{
-    MEMRA__ENTER(engine);
-    void *p = NULL;
-    MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(float), init, out, &p));
-    *out = (MemraSliceMutF32){p, len};
-    return MEMRA_STATUS_OK;
-}
+/* The typed entry points differ only in their slice types and element size, so one macro per
+ * kind of entry point defines them all and they cannot drift apart; __func__ is still each
+ * exported function's own name in messages. */
+#define MEMRA__ALLOC_ENTRY(name, Out, T)                                                           \
+    MEMRA__EXPORT MemraStatus name(MemraEngine *engine, size_t len, MemraAllocInit init, Out *out) \
+    {                                                                                              \
+        MEMRA__ENTER(engine);                                                                      \
+        void *p = NULL;                                                                            \
+        MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(T), init, out, &p));                  \
+        *out = (Out){p, len};                                                                      \
+        return MEMRA_STATUS_OK;                                                                    \
+    }
 
-MEMRA__EXPORT MemraStatus memra_alloc_u64(MemraEngine *engine, size_t len, MemraAllocInit init,
-                                          MemraSliceMutU64 *out)
-{
-    MEMRA__ENTER(engine);
-    void *p = NULL;
-    MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(uint64_t), init, out, &p));
-    *out = (MemraSliceMutU64){p, len};
-    return MEMRA_STATUS_OK;
-}
+#define MEMRA__HTOD_ENTRY(name, Src, Out, T)                                                       \
+    MEMRA__EXPORT MemraStatus name(MemraEngine *engine, Src src, Out *out)                         \
+    {                                                                                              \
+        MEMRA__ENTER(engine);                                                                      \
+        void *p = NULL;                                                                            \
+        MEMRA__TRY(memra__check_out(__func__, "out", out));                                        \
+        MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(T), &p));                     \
+        *out = (Out){p, src.len};                                                                  \
+        return MEMRA_STATUS_OK;                                                                    \
+    }
+
+/* to_device: htod (host src, engine dst); otherwise dtoh (engine src, host dst). */
+#define MEMRA__COPY_ENTRY(name, Src, Dst, to_device, T)                                            \
+    MEMRA__EXPORT MemraStatus name(MemraEngine *engine, Src src, Dst dst)                          \
+    {                                                                                              \
+        MEMRA__ENTER(engine);                                                                      \
+        return copy(__func__, engine, to_device, dst.ptr, dst.len, src.ptr, src.len, sizeof(T));   \
+    }
+
+MEMRA__ALLOC_ENTRY(memra_alloc_f32, MemraSliceMutF32, float)
+MEMRA__ALLOC_ENTRY(memra_alloc_u64, MemraSliceMutU64, uint64_t)
 
 MEMRA__EXPORT MemraStatus memra_free(MemraEngine *engine, void *ptr)
 {
@@ -100,77 +115,14 @@ MEMRA__EXPORT MemraStatus memra_free(MemraEngine *engine, void *ptr)
     return memra__mem_free(engine, __func__, ptr);
 }
 
-MEMRA__EXPORT MemraStatus memra_htod_f32(MemraEngine *engine, MemraSliceF32 src,
-                                         MemraSliceMutF32 *out)
-{
-    MEMRA__ENTER(engine);
-    void *p = NULL;
-    MEMRA__TRY(memra__check_out(__func__, "out", out));
-    MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(float), &p));
-    *out = (MemraSliceMutF32){p, src.len};
-    return MEMRA_STATUS_OK;
-}
-
-MEMRA__EXPORT MemraStatus memra_htod_u64(MemraEngine *engine, MemraSliceU64 src,
-                                         MemraSliceMutU64 *out)
-{
-    MEMRA__ENTER(engine);
-    void *p = NULL;
-    MEMRA__TRY(memra__check_out(__func__, "out", out));
-    MEMRA__TRY(upload(__func__, engine, src.ptr, src.len, sizeof(uint64_t), &p));
-    *out = (MemraSliceMutU64){p, src.len};
-    return MEMRA_STATUS_OK;
-}
-
-MEMRA__EXPORT MemraStatus memra_htod_f32_into(MemraEngine *engine, MemraSliceF32 src,
-                                              MemraSliceMutF32 dst)
-{
-    MEMRA__ENTER(engine);
-    return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(float));
-}
-
-MEMRA__EXPORT MemraStatus memra_htod_u64_into(MemraEngine *engine, MemraSliceU64 src,
-                                              MemraSliceMutU64 dst)
-{
-    MEMRA__ENTER(engine);
-    return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
-}
-
-MEMRA__EXPORT MemraStatus memra_dtoh_f32(MemraEngine *engine, MemraSliceF32 src,
-                                         MemraSliceMutF32 dst)
-{
-    MEMRA__ENTER(engine);
-    return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(float));
-}
-
-MEMRA__EXPORT MemraStatus memra_dtoh_u64(MemraEngine *engine, MemraSliceU64 src,
-                                         MemraSliceMutU64 dst)
-{
-    MEMRA__ENTER(engine);
-    return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint64_t));
-}
+MEMRA__HTOD_ENTRY(memra_htod_f32, MemraSliceF32, MemraSliceMutF32, float)
+MEMRA__HTOD_ENTRY(memra_htod_u64, MemraSliceU64, MemraSliceMutU64, uint64_t)
+MEMRA__COPY_ENTRY(memra_htod_f32_into, MemraSliceF32, MemraSliceMutF32, true, float)
+MEMRA__COPY_ENTRY(memra_htod_u64_into, MemraSliceU64, MemraSliceMutU64, true, uint64_t)
+MEMRA__COPY_ENTRY(memra_dtoh_f32, MemraSliceF32, MemraSliceMutF32, false, float)
+MEMRA__COPY_ENTRY(memra_dtoh_u64, MemraSliceU64, MemraSliceMutU64, false, uint64_t)
 
 /* 1.1: u32 buffers, for the accepted counts of the journal and rollback operations. */
-MEMRA__EXPORT MemraStatus memra_alloc_u32(MemraEngine *engine, size_t len, MemraAllocInit init,
-                                          MemraSliceMutU32 *out)
-{
-    MEMRA__ENTER(engine);
-    void *p = NULL;
-    MEMRA__TRY(alloc_entry(__func__, engine, len, sizeof(uint32_t), init, out, &p));
-    *out = (MemraSliceMutU32){p, len};
-    return MEMRA_STATUS_OK;
-}
-
-MEMRA__EXPORT MemraStatus memra_htod_u32_into(MemraEngine *engine, MemraSliceU32 src,
-                                              MemraSliceMutU32 dst)
-{
-    MEMRA__ENTER(engine);
-    return copy(__func__, engine, true, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint32_t));
-}
-
-MEMRA__EXPORT MemraStatus memra_dtoh_u32(MemraEngine *engine, MemraSliceU32 src,
-                                         MemraSliceMutU32 dst)
-{
-    MEMRA__ENTER(engine);
-    return copy(__func__, engine, false, dst.ptr, dst.len, src.ptr, src.len, sizeof(uint32_t));
-}
+MEMRA__ALLOC_ENTRY(memra_alloc_u32, MemraSliceMutU32, uint32_t)
+MEMRA__COPY_ENTRY(memra_htod_u32_into, MemraSliceU32, MemraSliceMutU32, true, uint32_t)
+MEMRA__COPY_ENTRY(memra_dtoh_u32, MemraSliceU32, MemraSliceMutU32, false, uint32_t)
