@@ -35,15 +35,9 @@ static MemraStatus read_options(const char *fn, const MemraEngineOptions *in, Me
     memra__options_default(o);
     if (in == NULL)
         return MEMRA_STATUS_OK;
-    MEMRA__FAIL_IF(in->struct_size < MEMRA__OPTIONS_SIZE_1_0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'options->struct_size': expected at least %zu (call "
-                   "memra_engine_options_init first), got %zu",
-                   MEMRA__OPTIONS_SIZE_1_0, in->struct_size);
-    MEMRA__FAIL_IF(in->struct_size > sizeof *o, MEMRA_STATUS_ABI_MISMATCH, fn,
-                   "parameter 'options->struct_size': this libmemra %s knows structs of up to "
-                   "%zu bytes, got %zu (the caller was built against a newer header)",
-                   memra_version_string(), sizeof *o, in->struct_size);
-    memcpy(o, in, in->struct_size);
+    MEMRA__TRY(memra__read_versioned(fn, "options->struct_size", "structs",
+                                     "memra_engine_options_init", in, in->struct_size,
+                                     MEMRA__OPTIONS_SIZE_1_0, o, sizeof *o));
     MEMRA__FAIL_IF(o->backend != MEMRA_BACKEND_AUTO && o->backend != MEMRA_BACKEND_CUDA &&
                        o->backend != MEMRA_BACKEND_CPU,
                    MEMRA_STATUS_INVALID_ARGUMENT, fn,

@@ -60,6 +60,21 @@ MemraStatus memra__from_backend(const char *fn, MemraStatus st)
     return memra__fail(st, fn, "%s", memra_last_error_message());
 }
 
+MemraStatus memra__read_versioned(const char *fn, const char *param, const char *what,
+                                  const char *init, const void *in, size_t size, size_t min,
+                                  void *out, size_t max)
+{
+    MEMRA__FAIL_IF(size < min, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter '%s': expected at least %zu (call %s first), got %zu", param, min,
+                   init, size);
+    MEMRA__FAIL_IF(size > max, MEMRA_STATUS_ABI_MISMATCH, fn,
+                   "parameter '%s': this libmemra %s knows %s of up to %zu bytes, got %zu (the "
+                   "caller was built against a newer header)",
+                   param, memra_version_string(), what, max, size);
+    memcpy(out, in, size);
+    return MEMRA_STATUS_OK;
+}
+
 MEMRA__EXPORT uint32_t memra_abi_version(void)
 {
     return MEMRA_ABI_VERSION;

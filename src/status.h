@@ -40,6 +40,15 @@ void memra__set_failure_hook(memra__failure_hook hook);
  * says which call failed first and what the backend saw second. OK passes through. */
 MemraStatus memra__from_backend(const char *fn, MemraStatus st);
 
+/* Reads a caller's versioned struct (one whose first field is its struct_size): `size` is that
+ * struct_size, which must be at least `min` (the struct as first shipped) and at most `max`
+ * (this version's sizeof). Copies the caller's `size` bytes over *out, which the caller has
+ * filled with what an older caller leaves unset. In messages `param` names the struct_size
+ * field, `what` the struct and `init` the function that fills it. */
+MemraStatus memra__read_versioned(const char *fn, const char *param, const char *what,
+                                  const char *init, const void *in, size_t size, size_t min,
+                                  void *out, size_t max);
+
 /* Return `status` with a message when `cond` holds. */
 #define MEMRA__FAIL_IF(cond, status, fn, ...)                                                      \
     do {                                                                                           \

@@ -178,6 +178,16 @@ MemraStatus memra__validate_source(const char *fn, const void *src, size_t len, 
     return view(&v, "src", src, len, len, elem, false, "src.len");
 }
 
+/* The channel count and window of the conv entry points (the 1.1 operations check theirs as
+ * args->d_conv). */
+static MemraStatus conv_shape(memra__vctx *v, size_t conv_dim, size_t d_conv)
+{
+    MEMRA__TRY(nonzero(v, "conv_dim", conv_dim));
+    MEMRA__FAIL_IF(d_conv < 1 || d_conv > MEMRA_D_CONV_MAX, MEMRA_STATUS_INVALID_ARGUMENT, v->fn,
+                   "parameter 'd_conv': expected 1..=%d, got %zu", MEMRA_D_CONV_MAX, d_conv);
+    return MEMRA_STATUS_OK;
+}
+
 MemraStatus memra__validate_conv(const char *fn, bool packed, MemraSliceF32 qkv,
                                  MemraSliceU64 table, MemraSliceF32 w, MemraSliceMutF32 conv_out,
                                  MemraSliceMutF32 snap, size_t conv_dim, size_t d_conv, size_t t,
@@ -190,9 +200,7 @@ MemraStatus memra__validate_conv(const char *fn, bool packed, MemraSliceF32 qkv,
            n_snap = 0;
     bool want_snap = false;
 
-    MEMRA__TRY(nonzero(&v, "conv_dim", conv_dim));
-    MEMRA__FAIL_IF(d_conv < 1 || d_conv > MEMRA_D_CONV_MAX, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'd_conv': expected 1..=%d, got %zu", MEMRA_D_CONV_MAX, d_conv);
+    MEMRA__TRY(conv_shape(&v, conv_dim, d_conv));
     if (packed)
         MEMRA__TRY(nonzero(&v, "t", t));
     MEMRA__TRY(nonzero(&v, "b_n", b_n));
@@ -299,6 +307,24 @@ MemraStatus memra__validate_prep(const char *fn, MemraSliceF32 conv_out, MemraSl
     return MEMRA_STATUS_OK;
 }
 
+/* The per-row inputs of every scan, checked in this order: q, k, v of `act` shape ([..., num_v,
+ * 128], n_act elements), g_log and beta of `heads` shape (n_heads). Fills those five fields of
+ * *a and zeroes the others. */
+static MemraStatus scan_inputs(memra__vctx *v, MemraSliceF32 q, MemraSliceF32 k, MemraSliceF32 v_in,
+                               MemraSliceF32 g_log, MemraSliceF32 beta, size_t n_act,
+                               const char *act, size_t n_heads, const char *heads,
+                               memra__scan_args *a)
+{
+    MEMRA__TRY(in_f32(v, "q", q, n_act, act));
+    MEMRA__TRY(in_f32(v, "k", k, n_act, act));
+    MEMRA__TRY(in_f32(v, "v", v_in, n_act, act));
+    MEMRA__TRY(in_f32(v, "g_log", g_log, n_heads, heads));
+    MEMRA__TRY(in_f32(v, "beta", beta, n_heads, heads));
+    *a = (memra__scan_args){
+        .q = q.ptr, .k = k.ptr, .v = v_in.ptr, .g_log = g_log.ptr, .beta = beta.ptr};
+    return MEMRA_STATUS_OK;
+}
+
 MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, MemraSliceF32 k,
                                  MemraSliceF32 v_in, MemraSliceF32 g_log, MemraSliceF32 beta,
                                  MemraSliceU64 in_tab, MemraSliceU64 out_tab, MemraSliceMutF32 o,
@@ -310,6 +336,7 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
     const char *heads = packed ? "[b_n, t, num_v]" : "[b_n, num_v]";
     size_t n_act = 0, n_heads = 0, n_table = 0, n_snap = 0;
     bool want_snap = false;
+    memra__scan_args s;
 
     MEMRA__TRY(nonzero(&v, "num_v", num_v));
     if (packed)
@@ -323,11 +350,7 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
     MEMRA__TRY(size_of(&v, "[b_n, t-1, num_v, 128, 128]", &n_snap, b_n, t - 1, num_v,
                        (size_t)MEMRA_D_STATE * MEMRA_D_STATE));
 
-    MEMRA__TRY(in_f32(&v, "q", q, n_act, act));
-    MEMRA__TRY(in_f32(&v, "k", k, n_act, act));
-    MEMRA__TRY(in_f32(&v, "v", v_in, n_act, act));
-    MEMRA__TRY(in_f32(&v, "g_log", g_log, n_heads, heads));
-    MEMRA__TRY(in_f32(&v, "beta", beta, n_heads, heads));
+    MEMRA__TRY(scan_inputs(&v, q, k, v_in, g_log, beta, n_act, act, n_heads, heads, &s));
     if (packed) {
         MEMRA__TRY(in_u64(&v, "table", in_tab, n_table, "[b_n, 3]"));
     } else {
@@ -340,27 +363,21 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
             opt_out_f32(&v, "snap_ssm", snap, n_snap, "[b_n, t-1, num_v, 128, 128]", &want_snap));
     MEMRA__TRY(no_overlaps(&v));
 
-    *out = (memra__scan_args){
-        .q = q.ptr,
-        .k = k.ptr,
-        .v = v_in.ptr,
-        .g_log = g_log.ptr,
-        .beta = beta.ptr,
-        .o = o.ptr,
-        .snap = want_snap && n_snap > 0 ? snap.ptr : NULL,
-        .num_v = num_v,
-        .t = t,
-        .b_n = b_n,
-        .scale = scale,
-    };
+    s.o = o.ptr;
+    s.snap = want_snap && n_snap > 0 ? snap.ptr : NULL;
+    s.num_v = num_v;
+    s.t = t;
+    s.b_n = b_n;
+    s.scale = scale;
     /* Which entries of a packed table the scan reads and writes is what the operation means,
      * not what valid arguments are: memra_gdn_scan_s128_tsnap (api_ops.c) chooses them. */
     if (!packed) {
-        out->in_table = in_tab.ptr;
-        out->out_table = out_tab.ptr;
-        out->in_stride = 1;
-        out->out_stride = 1;
+        s.in_table = in_tab.ptr;
+        s.out_table = out_tab.ptr;
+        s.in_stride = 1;
+        s.out_stride = 1;
     }
+    *out = s;
     return MEMRA_STATUS_OK;
 }
 
@@ -392,16 +409,10 @@ static MemraStatus verify_struct(const char *fn, const MemraVerifyArgs *in, bool
     MEMRA__FAIL_IF(in == NULL, MEMRA_STATUS_INVALID_ARGUMENT, fn,
                    "parameter 'args': expected a MemraVerifyArgs filled by "
                    "memra_verify_args_init, got NULL");
-    MEMRA__FAIL_IF(in->struct_size < MEMRA__VERIFY_ARGS_SIZE_1_1, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'args->struct_size': expected at least %zu (call "
-                   "memra_verify_args_init first), got %zu",
-                   MEMRA__VERIFY_ARGS_SIZE_1_1, in->struct_size);
-    MEMRA__FAIL_IF(in->struct_size > sizeof *out, MEMRA_STATUS_ABI_MISMATCH, fn,
-                   "parameter 'args->struct_size': this libmemra %s knows MemraVerifyArgs of up "
-                   "to %zu bytes, got %zu (the caller was built against a newer header)",
-                   memra_version_string(), sizeof *out, in->struct_size);
     memset(out, 0, sizeof *out);
-    memcpy(out, in, in->struct_size);
+    MEMRA__TRY(memra__read_versioned(fn, "args->struct_size", "MemraVerifyArgs",
+                                     "memra_verify_args_init", in, in->struct_size,
+                                     MEMRA__VERIFY_ARGS_SIZE_1_1, out, sizeof *out));
     MEMRA__FAIL_IF(out->mode != MEMRA_VERIFY_MODE_SNAPSHOTS &&
                        out->mode != MEMRA_VERIFY_MODE_FINAL_ONLY &&
                        out->mode != MEMRA_VERIFY_MODE_JOURNAL,
@@ -645,9 +656,7 @@ MemraStatus memra__validate_conv_direct(const char *fn, MemraSliceF32 qkv,
     memra__vctx v = {.fn = fn};
     size_t n_w = 0, n_ring = 0;
 
-    MEMRA__TRY(nonzero(&v, "conv_dim", conv_dim));
-    MEMRA__FAIL_IF(d_conv < 1 || d_conv > MEMRA_D_CONV_MAX, MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "parameter 'd_conv': expected 1..=%d, got %zu", MEMRA_D_CONV_MAX, d_conv);
+    MEMRA__TRY(conv_shape(&v, conv_dim, d_conv));
     MEMRA__TRY(size_of(&v, "[conv_dim, d_conv]", &n_w, conv_dim, d_conv, 1, 1));
     MEMRA__TRY(size_of(&v, "[conv_dim, d_conv-1]", &n_ring, conv_dim, d_conv - 1, 1, 1));
 
@@ -684,6 +693,7 @@ MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSl
     /* In place means the very same address; a partial overlap would have the scan read state
      * it has already overwritten, and is refused by the overlap check like any other. */
     const bool in_place = (const void *)state_in.ptr == (const void *)state_out.ptr;
+    memra__scan_args s;
 
     MEMRA__TRY(nonzero(&v, "num_v", num_v));
     MEMRA__TRY(nonzero(&v, "t", t));
@@ -693,11 +703,7 @@ MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSl
     MEMRA__TRY(size_of(&v, heads, &n_heads, t, num_v, 1, 1));
     MEMRA__TRY(size_of(&v, shape, &n_state, num_v, MEMRA_D_STATE, MEMRA_D_STATE, 1));
 
-    MEMRA__TRY(in_f32(&v, "q", q, n_act, act));
-    MEMRA__TRY(in_f32(&v, "k", k, n_act, act));
-    MEMRA__TRY(in_f32(&v, "v", v_in, n_act, act));
-    MEMRA__TRY(in_f32(&v, "g_log", g_log, n_heads, heads));
-    MEMRA__TRY(in_f32(&v, "beta", beta, n_heads, heads));
+    MEMRA__TRY(scan_inputs(&v, q, k, v_in, g_log, beta, n_act, act, n_heads, heads, &s));
     if (in_place) {
         /* Checked as a view, but its extent is state_out's, recorded once (as the output). */
         memra__vctx alone = {.fn = fn};
@@ -709,19 +715,13 @@ MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSl
     MEMRA__TRY(out_f32(&v, "o", o, n_act, act));
     MEMRA__TRY(no_overlaps(&v));
 
-    *out = (memra__scan_args){
-        .q = q.ptr,
-        .k = k.ptr,
-        .v = v_in.ptr,
-        .g_log = g_log.ptr,
-        .beta = beta.ptr,
-        .state_in = state_in.ptr,
-        .state_out = state_out.ptr,
-        .o = o.ptr,
-        .num_v = num_v,
-        .t = t,
-        .b_n = 1,
-        .scale = scale,
-    };
+    s.state_in = state_in.ptr;
+    s.state_out = state_out.ptr;
+    s.o = o.ptr;
+    s.num_v = num_v;
+    s.t = t;
+    s.b_n = 1;
+    s.scale = scale;
+    *out = s;
     return MEMRA_STATUS_OK;
 }
