@@ -1,8 +1,8 @@
 /*
  * Device and launch helpers shared by the CUDA kernels (ssm_conv1d.cu, gdn_prep.cu,
  * gdn_scan.cu): the contract's 32-lane pairwise tree (docs/arithmetic.md) for a warp that holds one
- * vector, the programmatic-dependent-launch handshake, and the one launch function every entry
- * point uses.
+ * vector, the programmatic-dependent-launch handshake, the one launch function every entry
+ * point uses and the choice of a conv window's kernel instantiation.
  *
  * Build: nvcc -O3 with the default floating-point flags (FMA contraction on, IEEE division and
  * square root, no fast-math, no -ftz). Nothing here may change an arithmetic result; the
@@ -13,6 +13,8 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "kernels.h"
 
@@ -56,6 +58,16 @@ static __device__ __forceinline__ void memra__pdl_enter(void)
 #endif
 }
 
+/* The compute capability major of the current device into *major; the CUDA error of the query. */
+static cudaError_t memra__device_major(int *major)
+{
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device);
+    return err;
+}
+
 /*
  * Launches `kernel` on `stream` with programmatic stream serialisation on devices of compute
  * capability 9.0 and newer (see memra__pdl_enter, which every kernel calls first), and as a
@@ -65,10 +77,8 @@ template <typename... Params, typename... Args>
 static int memra__launch(void (*kernel)(Params...), dim3 grid, dim3 block, void *stream,
                          Args... args)
 {
-    int device = 0, major = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    int major = 0;
+    const cudaError_t err = memra__device_major(&major);
     if (err != cudaSuccess)
         return (int)err;
 
@@ -85,6 +95,22 @@ static int memra__launch(void (*kernel)(Params...), dim3 grid, dim3 block, void 
     cfg.attrs = pdl ? attr : NULL;
     cfg.numAttrs = pdl ? 1 : 0;
     return (int)cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
+}
+
+/*
+ * The kernels with a conv window are instantiated for every d_conv 1..MEMRA__D_CONV_MAX; this
+ * calls launch(std::integral_constant<int, D>()) for D == d_conv, so that the host picks the
+ * instantiation at run time. validate.c admits only 1..8, so the cudaErrorInvalidValue for any
+ * other d_conv is unreachable; it is still reported, not ignored.
+ */
+template <int D = 1, typename Launch> static int memra__with_d_conv(size_t d_conv, Launch launch)
+{
+    if constexpr (D > MEMRA__D_CONV_MAX)
+        return (int)cudaErrorInvalidValue;
+    else if (d_conv == (size_t)D)
+        return launch(std::integral_constant<int, D>());
+    else
+        return memra__with_d_conv<D + 1>(d_conv, launch);
 }
 
 #endif /* MEMRA_GDN_COMMON_CUH */

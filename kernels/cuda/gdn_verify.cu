@@ -223,6 +223,25 @@ static __device__ __forceinline__ bool open_sequence(const memra__verify_args &a
     return true;
 }
 
+/* Row rr of the chunk as this thread's scan reads it from shared memory (either kernel's
+ * layout: x holds the normalised q | k | v, then the gates): its 16 elements of k and q as
+ * thread j of its group, the v of its columns (cl: the first, relative to c0), the gates. */
+template <class Smem>
+static __device__ __forceinline__ void chunk_row(scan_row &in, const Smem &sm, unsigned rr,
+                                                 unsigned j, unsigned cl)
+{
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        load4<true>(in.k + 4 * r, &sm.x[rr][MEMRA__S + r * MEMRA__LANES + 4 * j]);
+        load4<true>(in.q + 4 * r, &sm.x[rr][r * MEMRA__LANES + 4 * j]);
+    }
+#pragma unroll
+    for (int nn = 0; nn < SCAN_NC; nn++)
+        in.v[nn] = sm.x[rr][VERIFY_QK + cl + nn];
+    in.g = sm.g_log[rr];
+    in.beta = sm.beta[rr];
+}
+
 template <int DCONV, bool VEC>
 __global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
     gdn_verify_kernel(const memra__verify_args a)
@@ -467,16 +486,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
         for (unsigned rr = 0; rr < nr; rr++) {
             const size_t gr = r0 + rr;
             scan_row in;
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                load4<true>(in.k + 4 * r, &sm.x[rr][MEMRA__S + r * MEMRA__LANES + 4 * j]);
-                load4<true>(in.q + 4 * r, &sm.x[rr][r * MEMRA__LANES + 4 * j]);
-            }
-#pragma unroll
-            for (int nn = 0; nn < SCAN_NC; nn++)
-                in.v[nn] = sm.x[rr][VERIFY_QK + cl + nn];
-            in.g = sm.g_log[rr];
-            in.beta = sm.beta[rr];
+            chunk_row(in, sm, rr, j, cl);
 
             float *op = nullptr, *sn = nullptr;
             if (gr >= n) {
@@ -795,16 +805,7 @@ __global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
         for (unsigned rr = 0; rr < nr; rr++) {
             const size_t gr = r0 + rr;
             scan_row in;
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                load4<true>(in.k + 4 * r, &sm.x[rr][MEMRA__S + r * MEMRA__LANES + 4 * j]);
-                load4<true>(in.q + 4 * r, &sm.x[rr][r * MEMRA__LANES + 4 * j]);
-            }
-#pragma unroll
-            for (int nn = 0; nn < SCAN_NC; nn++)
-                in.v[nn] = sm.x[rr][VERIFY_QK + cl + nn];
-            in.g = sm.g_log[rr];
-            in.beta = sm.beta[rr];
+            chunk_row(in, sm, rr, j, cl);
             float k_next[SCAN_ELEMS];
             const bool next = rr + 1 < nr;
             if (next) {
@@ -941,10 +942,8 @@ template <int DCONV> static int launch_verify(const memra__verify_args *a, void 
      * the kernel adds is a multiple of 4 floats); without snapshots either kernel serves. */
     const bool vec = ((uintptr_t)a->snap_ssm & 15u) == 0;
     const size_t ratio = a->num_v / a->num_k;
-    int device = 0, major = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    int major = 0;
+    const cudaError_t err = memra__device_major(&major);
     if (err != cudaSuccess)
         return (int)err;
     /* Clusters need compute capability 9.0; a cluster holds a key head's 4 * ratio blocks,
@@ -963,26 +962,8 @@ template <int DCONV> static int launch_verify(const memra__verify_args *a, void 
 
 extern "C" int memra__cuda_gdn_verify(const memra__verify_args *args, void *stream)
 {
-    switch (args->d_conv) {
-    case 1:
-        return launch_verify<1>(args, stream);
-    case 2:
-        return launch_verify<2>(args, stream);
-    case 3:
-        return launch_verify<3>(args, stream);
-    case 4:
-        return launch_verify<4>(args, stream);
-    case 5:
-        return launch_verify<5>(args, stream);
-    case 6:
-        return launch_verify<6>(args, stream);
-    case 7:
-        return launch_verify<7>(args, stream);
-    case 8:
-        return launch_verify<8>(args, stream);
-    }
-    /* validate.c admits only 1..8. */
-    return (int)cudaErrorInvalidValue;
+    return memra__with_d_conv(
+        args->d_conv, [&](auto d) { return launch_verify<decltype(d)::value>(args, stream); });
 }
 
 extern "C" int memra__cuda_gdn_rollback(const memra__rollback_args *args, void *stream)

@@ -125,24 +125,6 @@ template <int DCONV> static int launch_conv(const memra__conv_args *a, void *str
 
 extern "C" int memra__cuda_ssm_conv1d(const memra__conv_args *args, void *stream)
 {
-    switch (args->d_conv) {
-    case 1:
-        return launch_conv<1>(args, stream);
-    case 2:
-        return launch_conv<2>(args, stream);
-    case 3:
-        return launch_conv<3>(args, stream);
-    case 4:
-        return launch_conv<4>(args, stream);
-    case 5:
-        return launch_conv<5>(args, stream);
-    case 6:
-        return launch_conv<6>(args, stream);
-    case 7:
-        return launch_conv<7>(args, stream);
-    case 8:
-        return launch_conv<8>(args, stream);
-    }
-    /* validate.c admits only 1..8, so this is unreachable; it is still reported, not ignored. */
-    return (int)cudaErrorInvalidValue;
+    return memra__with_d_conv(
+        args->d_conv, [&](auto d) { return launch_conv<decltype(d)::value>(args, stream); });
 }
