@@ -174,9 +174,8 @@ pub fn linear_attn_decode(
     persistent_state: bool,
 ) -> Result<CudaSlice<f32>, Box<dyn Error>> {
     let (num_v, num_k, key_dim, conv_dim) = (g.num_v, g.num_k, g.key_dim(), g.conv_dim());
-    let d_state = D_STATE;
     let eps = 1e-6f32;
-    let scale = 1.0 / (d_state as f32).sqrt();
+    let scale = 1.0 / (D_STATE as f32).sqrt();
     let rl = cache.recur[il].as_mut().unwrap();
     let mut conv_out = e.uninit(conv_dim)?;
     e.ssm_conv1d_fused_decode(
@@ -187,12 +186,12 @@ pub fn linear_attn_decode(
         conv_dim,
         D_CONV,
     )?;
-    let mut o = e.uninit(d_state * num_v)?;
-    let n_state = d_state * d_state * num_v;
+    let mut o = e.uninit(D_STATE * num_v)?;
+    let n_state = D_STATE * D_STATE * num_v;
     {
-        let mut q_l2 = e.uninit(d_state * num_v)?;
-        let mut k_l2 = e.uninit(d_state * num_v)?;
-        let mut v_gd = e.uninit(d_state * num_v)?;
+        let mut q_l2 = e.uninit(D_STATE * num_v)?;
+        let mut k_l2 = e.uninit(D_STATE * num_v)?;
+        let mut v_gd = e.uninit(D_STATE * num_v)?;
         let mut beta = e.uninit(num_v)?;
         let mut g_log = e.uninit(num_v)?;
         e.gdn_prep_decode(
@@ -206,7 +205,7 @@ pub fn linear_attn_decode(
             &mut v_gd,
             &mut beta,
             &mut g_log,
-            d_state,
+            D_STATE,
             num_v,
             num_k,
             key_dim,
@@ -288,7 +287,6 @@ pub fn linear_attn_batched(
     let b_n = caches.len();
     let (num_v, num_k, key_dim, conv_dim, value_dim) =
         (g.num_v, g.num_k, g.key_dim(), g.conv_dim(), g.value_dim());
-    let d_state = D_STATE;
     let (eps, gdn_scale) = (1e-6f32, 1.0 / (D_STATE as f32).sqrt());
     let base = ctx.lin_base[il].expect("linear layer missing from pointer table");
     let table = ctx.ptr_table.as_ref().expect("pointer table missing");
@@ -321,7 +319,7 @@ pub fn linear_attn_batched(
         &mut v_gd,
         &mut beta_b,
         &mut g_log,
-        d_state,
+        D_STATE,
         num_v,
         num_k,
         key_dim,
@@ -365,8 +363,7 @@ pub fn linear_attn_verify_t(
     t: usize,
 ) -> Result<(CudaSlice<f32>, GdnStash), Box<dyn Error>> {
     let (num_v, num_k, key_dim, conv_dim) = (g.num_v, g.num_k, g.key_dim(), g.conv_dim());
-    let d_state = D_STATE;
-    let scale = 1.0 / (d_state as f32).sqrt();
+    let scale = 1.0 / (D_STATE as f32).sqrt();
     let rl = cache.recur[il].as_mut().unwrap();
     let mut conv_out = e.uninit(conv_dim * t)?;
     for r in 0..t {
@@ -379,9 +376,9 @@ pub fn linear_attn_verify_t(
             D_CONV,
         )?;
     }
-    let mut q_l2 = e.uninit(d_state * num_v * t)?;
-    let mut k_l2 = e.uninit(d_state * num_v * t)?;
-    let mut v_g = e.uninit(d_state * num_v * t)?;
+    let mut q_l2 = e.uninit(D_STATE * num_v * t)?;
+    let mut k_l2 = e.uninit(D_STATE * num_v * t)?;
+    let mut v_g = e.uninit(D_STATE * num_v * t)?;
     let mut beta = e.uninit(t * num_v)?;
     let mut g_log = e.uninit(t * num_v)?;
     e.gdn_prep_decode_b(
@@ -395,7 +392,7 @@ pub fn linear_attn_verify_t(
         &mut v_g,
         &mut beta,
         &mut g_log,
-        d_state,
+        D_STATE,
         num_v,
         num_k,
         key_dim,
@@ -403,7 +400,7 @@ pub fn linear_attn_verify_t(
         conv_dim,
         t,
     )?;
-    let mut o = e.uninit(d_state * num_v * t)?;
+    let mut o = e.uninit(D_STATE * num_v * t)?;
     {
         let RecurLayer {
             ssm_state,
@@ -447,8 +444,8 @@ pub fn commit_verified_prefix(
     g: Geometry,
     j: usize,
 ) -> Result<(), Box<dyn Error>> {
-    let (d_state, num_v, conv_dim) = (D_STATE, g.num_v, g.conv_dim());
-    let scale = 1.0 / (d_state as f32).sqrt();
+    let (num_v, conv_dim) = (g.num_v, g.conv_dim());
+    let scale = 1.0 / (D_STATE as f32).sqrt();
     if let Some(rl) = cache.recur[il].as_mut() {
         let ring_old = snap.conv[il].as_ref().expect("snapshot missing conv");
         e.ssm_conv_ring_rebuild(
@@ -460,7 +457,7 @@ pub fn commit_verified_prefix(
             D_CONV,
         )?;
         let state_in = snap.ssm[il].as_ref().expect("snapshot missing ssm");
-        let mut o = e.uninit(d_state * num_v * j)?;
+        let mut o = e.uninit(D_STATE * num_v * j)?;
         e.gdn_scan_s128(
             &st.q_l2,
             &st.k_l2,
@@ -531,18 +528,9 @@ pub fn packed_verify(
         t,
     )?;
     let mut o_all = e.uninit(t * value_dim)?;
+    let states = table.slice(0..3);
     e.gdn_scan_s128_tsnap(
-        &q_l2,
-        &k_l2,
-        &v_g,
-        &g_log,
-        &beta_b,
-        &table.slice(0..3),
-        &mut o_all,
-        num_v,
-        t,
-        scale,
-        snap_ssm,
+        &q_l2, &k_l2, &v_g, &g_log, &beta_b, &states, &mut o_all, num_v, t, scale, snap_ssm,
     )?;
     Ok((conv_outs, o_all))
 }

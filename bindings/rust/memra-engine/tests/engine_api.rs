@@ -863,48 +863,25 @@ fn decode_with_tables(e: &Engine, d: &Decode) -> Decoded {
     let (mut conv, mut outs) = (Vec::new(), Vec::new());
     for r in 0..d.t {
         let base = if r % 2 == 0 { 0 } else { 3 };
-        e.ssm_conv1d_fused_decode_b_view(
-            &qkv.slice(r * CONV_DIM..(r + 1) * CONV_DIM),
-            &table.slice(base..base + 1),
-            &w,
-            &mut conv_out,
-            CONV_DIM,
-            D_CONV,
-            1,
-        )
-        .expect("conv row");
+        // row(n): row r of a [t, n] tensor; entry(i): this row's ring, input state and output
+        // state addresses in the table.
+        let row = |n: usize| r * n..(r + 1) * n;
+        let entry = |i: usize| table.slice(base + i..base + i + 1);
+        let (ring_v, in_v, out_v) = (entry(0), entry(1), entry(2));
+        let (qkv_r, beta_r, alpha_r) = (
+            qkv.slice(row(CONV_DIM)),
+            beta_raw.slice(row(NUM_V)),
+            alpha.slice(row(NUM_V)),
+        );
+        e.ssm_conv1d_fused_decode_b_view(&qkv_r, &ring_v, &w, &mut conv_out, CONV_DIM, D_CONV, 1)
+            .expect("conv row");
         e.gdn_prep_decode_b_view(
-            &conv_out,
-            &beta_raw.slice(r * NUM_V..(r + 1) * NUM_V),
-            &alpha.slice(r * NUM_V..(r + 1) * NUM_V),
-            &dt_bias,
-            &a,
-            &mut q,
-            &mut k,
-            &mut v,
-            &mut beta,
-            &mut g_log,
-            128,
-            NUM_V,
-            NUM_K,
-            KEY_DIM,
-            1e-6,
-            CONV_DIM,
-            1,
+            &conv_out, &beta_r, &alpha_r, &dt_bias, &a, &mut q, &mut k, &mut v, &mut beta,
+            &mut g_log, 128, NUM_V, NUM_K, KEY_DIM, 1e-6, CONV_DIM, 1,
         )
         .expect("prep row");
         e.gdn_scan_s128_batched_view(
-            &q,
-            &k,
-            &v,
-            &g_log,
-            &beta,
-            &table.slice(base + 1..base + 2),
-            &table.slice(base + 2..base + 3),
-            &mut o,
-            NUM_V,
-            1,
-            SCALE,
+            &q, &k, &v, &g_log, &beta, &in_v, &out_v, &mut o, NUM_V, 1, SCALE,
         )
         .expect("scan row");
         conv.extend(e.dtoh(&conv_out).expect("dtoh"));
@@ -927,8 +904,9 @@ fn decode_single_sequence(e: &Engine, d: &Decode) -> Decoded {
     let dt_bias = e.htod(&d.dt_bias).expect("dt_bias");
     let a = e.htod(&d.a).expect("a");
     let mut conv_state = e.htod(&d.ring0).expect("ring");
-    let mut ssm_state = e.htod(&d.state0).expect("state");
-    let mut ssm_state_alt = e.htod(&poison(STATE)).expect("alt");
+    // The state ping-pongs: each step reads `state` and writes `alt`, then they swap.
+    let mut state = e.htod(&d.state0).expect("state");
+    let mut alt = e.htod(&poison(STATE)).expect("alt");
     let (mut conv, mut outs) = (Vec::new(), Vec::new());
     for r in 0..d.t {
         let qkv_mixed = e
@@ -949,38 +927,29 @@ fn decode_single_sequence(e: &Engine, d: &Decode) -> Decoded {
         )
         .expect("conv");
         let mut o = e.uninit(VALUE_DIM).expect("o");
-        let mut q_l2 = e.uninit(VALUE_DIM).expect("q");
-        let mut k_l2 = e.uninit(VALUE_DIM).expect("k");
-        let mut v_gd = e.uninit(VALUE_DIM).expect("v");
-        let mut beta = e.uninit(NUM_V).expect("beta");
-        let mut g_log = e.uninit(NUM_V).expect("g_log");
+        let (mut q_l2, mut k_l2, mut v_gd) = (
+            e.uninit(VALUE_DIM).expect("q"),
+            e.uninit(VALUE_DIM).expect("k"),
+            e.uninit(VALUE_DIM).expect("v"),
+        );
+        let (mut beta, mut g_log) = (e.uninit(NUM_V).expect("b"), e.uninit(NUM_V).expect("g"));
         e.gdn_prep_decode(
             &conv_out, &beta_raw, &alpha, &dt_bias, &a, &mut q_l2, &mut k_l2, &mut v_gd, &mut beta,
             &mut g_log, 128, NUM_V, NUM_K, KEY_DIM, 1e-6,
         )
         .expect("prep");
         e.gdn_scan_s128(
-            &q_l2,
-            &k_l2,
-            &v_gd,
-            &g_log,
-            &beta,
-            &ssm_state,
-            &mut ssm_state_alt,
-            &mut o,
-            NUM_V,
-            1,
-            SCALE,
+            &q_l2, &k_l2, &v_gd, &g_log, &beta, &state, &mut alt, &mut o, NUM_V, 1, SCALE,
         )
         .expect("scan");
-        std::mem::swap(&mut ssm_state, &mut ssm_state_alt);
+        std::mem::swap(&mut state, &mut alt);
         conv.extend(e.dtoh(&conv_out).expect("dtoh"));
         outs.extend(e.dtoh(&o).expect("dtoh"));
     }
     Decoded {
         conv,
         o: outs,
-        state: bits(&e.dtoh(&ssm_state).expect("state")),
+        state: bits(&e.dtoh(&state).expect("state")),
         ring: bits(&e.dtoh(&conv_state).expect("ring")),
     }
 }
@@ -1399,8 +1368,10 @@ fn single_sequence_ops_and_copies_replay_in_a_graph() {
         let mut ssm_state_alt = e.uninit(STATE).expect("alt");
         // The step's inputs live in fixed buffers the host rewrites before every replay.
         let mut qkv = e.uninit(CONV_DIM).expect("qkv");
-        let mut beta_raw = e.uninit(NUM_V).expect("beta_raw");
-        let mut alpha = e.uninit(NUM_V).expect("alpha");
+        let (mut beta_raw, mut alpha) = (
+            e.uninit(NUM_V).expect("beta_raw"),
+            e.uninit(NUM_V).expect("alpha"),
+        );
         let mut conv_out = e.uninit(CONV_DIM).expect("conv_out");
         let mut o = e.uninit(VALUE_DIM).expect("o");
         let (mut q, mut k, mut v) = (
