@@ -430,6 +430,40 @@ static void verify_roles(call *c)
     }
 }
 
+/* The rules of one view: NULL only with len == 0, at least the elements the shape needs,
+ * aligned to its element, and the part the shape uses not past the end of the address space. */
+static bool bad_view(const call *c, int s)
+{
+    size_t bytes;
+    return (c->p[s] == 0 && c->len[s] > 0) || c->len[s] < c->need[s] ||
+           c->p[s] % slot_elem(c, s) != 0 ||
+           __builtin_mul_overflow(c->need[s], slot_elem(c, s), &bytes) || c->p[s] + bytes < c->p[s];
+}
+
+/* Whether an output shares memory with another slice; the extent that counts is the part the
+ * shape uses. With `by_role` (the 1.1 operations) a slice the call must find empty, ignores, or
+ * has no shape for does not count. The in-place update the rules allow (exactly the same
+ * address) is not an overlap. */
+static bool outputs_overlap(const call *c, bool by_role)
+{
+    for (int s = 0; s < c->n; s++) {
+        if (!slot_output(c, s) || c->p[s] == 0 || c->need[s] == 0)
+            continue;
+        const uintptr_t lo = c->p[s], hi = lo + c->need[s] * slot_elem(c, s);
+        for (int o = 0; o < c->n; o++) {
+            const char role = c->role[o];
+            if (o == s || c->p[o] == 0 || c->need[o] == 0 ||
+                (by_role && (role == RO_IGNORED || role == RO_EMPTY || role == RO_T1_SNAP)) ||
+                (oa_may_alias(c->row, s, o) && c->p[o] == c->p[s]))
+                continue;
+            const uintptr_t olo = c->p[o], ohi = olo + c->need[o] * slot_elem(c, o);
+            if (lo < ohi && olo < hi)
+                return true;
+        }
+    }
+    return false;
+}
+
 static int oracle_verify(call *c)
 {
     bool bad = false, ovf = false, open = false;
@@ -472,27 +506,11 @@ static int oracle_verify(call *c)
         }
         if (role == RO_OPT_OUT && empty)
             continue;
-        size_t bytes;
-        bad |= c->p[s] == 0 && c->len[s] > 0;
-        bad |= c->len[s] < c->need[s];
-        bad |= c->p[s] % slot_elem(c, s) != 0;
-        bad |= __builtin_mul_overflow(c->need[s], slot_elem(c, s), &bytes) ||
-               c->p[s] + bytes < c->p[s];
+        bad |= bad_view(c, s);
     }
     /* Outputs must not share memory with any other slice the operation reads or writes. */
-    for (int s = 0; s < c->n && !ovf; s++) {
-        if (!slot_output(c, s) || c->p[s] == 0 || c->need[s] == 0)
-            continue;
-        uintptr_t lo = c->p[s], hi = lo + c->need[s] * slot_elem(c, s);
-        for (int o = 0; o < c->n; o++) {
-            const char role = c->role[o];
-            if (o == s || c->p[o] == 0 || c->need[o] == 0 || role == RO_IGNORED ||
-                role == RO_EMPTY || role == RO_T1_SNAP)
-                continue;
-            uintptr_t olo = c->p[o], ohi = olo + c->need[o] * slot_elem(c, o);
-            bad |= lo < ohi && olo < hi;
-        }
-    }
+    if (!ovf)
+        bad |= outputs_overlap(c, true);
     if (c->d_state != S)
         return bad || c->d_state == 0 ? V_REFUSE : V_UNSUPPORTED;
     if (bad)
@@ -540,28 +558,11 @@ static int oracle(call *c)
         bool optional = slot_kind(c, s) == OA_K_OPT;
         if (optional && c->p[s] == 0 && c->len[s] == 0)
             continue;
-        size_t bytes;
-        bad |= c->p[s] == 0 && c->len[s] > 0;
-        bad |= c->len[s] < c->need[s];
-        bad |= c->p[s] % slot_elem(c, s) != 0;
-        bad |= __builtin_mul_overflow(c->need[s], slot_elem(c, s), &bytes) ||
-               c->p[s] + bytes < c->p[s];
+        bad |= bad_view(c, s);
     }
-    /* Outputs must not share memory with any other argument; the extent that counts is the
-     * part the shape uses. */
-    for (int s = 0; s < c->n && !ovf; s++) {
-        if (!slot_output(c, s) || c->p[s] == 0 || c->need[s] == 0)
-            continue;
-        uintptr_t lo = c->p[s], hi = lo + c->need[s] * slot_elem(c, s);
-        for (int o = 0; o < c->n; o++) {
-            /* The in-place update the rules allow: exactly the same address. */
-            if (o == s || c->p[o] == 0 || c->need[o] == 0 ||
-                (oa_may_alias(c->op, s, o) && c->p[o] == c->p[s]))
-                continue;
-            uintptr_t olo = c->p[o], ohi = olo + c->need[o] * slot_elem(c, o);
-            bad |= lo < ohi && olo < hi;
-        }
-    }
+    /* Outputs must not share memory with any other argument. */
+    if (!ovf)
+        bad |= outputs_overlap(c, false);
     /* A head dimension of 0 is not a shape at all: a library may call it either. */
     if (unsupported)
         return bad || c->d_state == 0 ? V_REFUSE : V_UNSUPPORTED;
@@ -579,53 +580,31 @@ static bool tracing(void)
     return on;
 }
 
+/* What each verdict accepts (one status or either of two), and how it is named. */
+static const struct {
+    const char *name;
+    MemraStatus one, other;
+} VERDICTS[] = {
+    [V_OK] = {"success", MEMRA_STATUS_OK, MEMRA_STATUS_OK},
+    [V_INVALID] = {"INVALID_ARGUMENT", MEMRA_STATUS_INVALID_ARGUMENT,
+                   MEMRA_STATUS_INVALID_ARGUMENT},
+    [V_UNSUPPORTED] = {"UNSUPPORTED", MEMRA_STATUS_UNSUPPORTED, MEMRA_STATUS_UNSUPPORTED},
+    [V_REFUSE] = {"a refusal", MEMRA_STATUS_INVALID_ARGUMENT, MEMRA_STATUS_UNSUPPORTED},
+    [V_ABI] = {"ABI_MISMATCH", MEMRA_STATUS_ABI_MISMATCH, MEMRA_STATUS_ABI_MISMATCH},
+    [V_EITHER] = {"success or INVALID_ARGUMENT", MEMRA_STATUS_OK, MEMRA_STATUS_INVALID_ARGUMENT},
+    [V_BAD_HANDLE] = {"INVALID_ARGUMENT or ABI_MISMATCH", MEMRA_STATUS_INVALID_ARGUMENT,
+                      MEMRA_STATUS_ABI_MISMATCH},
+};
+
 static void check_status(const char *fn, int verdict, MemraStatus st)
 {
     char detail[256];
-    bool pass = false;
     if (tracing())
-        fprintf(stderr, "fuzz_abi: %s: expected %s, got %s%s%s\n", fn,
-                verdict == V_OK            ? "OK"
-                : verdict == V_INVALID     ? "INVALID_ARGUMENT"
-                : verdict == V_UNSUPPORTED ? "UNSUPPORTED"
-                : verdict == V_ABI         ? "ABI_MISMATCH"
-                : verdict == V_EITHER      ? "OK or INVALID_ARGUMENT"
-                : verdict == V_REFUSE      ? "a refusal"
-                                           : "INVALID_ARGUMENT or ABI_MISMATCH",
+        fprintf(stderr, "fuzz_abi: %s: expected %s, got %s%s%s\n", fn, VERDICTS[verdict].name,
                 memra_status_string(st), st == MEMRA_STATUS_OK ? "" : ": ",
                 st == MEMRA_STATUS_OK ? "" : memra_last_error_message());
-    switch (verdict) {
-    case V_OK:
-        pass = st == MEMRA_STATUS_OK;
-        break;
-    case V_ABI:
-        pass = st == MEMRA_STATUS_ABI_MISMATCH;
-        break;
-    case V_EITHER:
-        pass = st == MEMRA_STATUS_OK || st == MEMRA_STATUS_INVALID_ARGUMENT;
-        break;
-    case V_BAD_HANDLE:
-        pass = st == MEMRA_STATUS_INVALID_ARGUMENT || st == MEMRA_STATUS_ABI_MISMATCH;
-        break;
-    case V_INVALID:
-        pass = st == MEMRA_STATUS_INVALID_ARGUMENT;
-        break;
-    case V_UNSUPPORTED:
-        pass = st == MEMRA_STATUS_UNSUPPORTED;
-        break;
-    case V_REFUSE:
-        pass = st == MEMRA_STATUS_INVALID_ARGUMENT || st == MEMRA_STATUS_UNSUPPORTED;
-        break;
-    }
-    if (!pass) {
-        snprintf(detail, sizeof detail, "the oracle expected %s",
-                 verdict == V_OK            ? "success"
-                 : verdict == V_INVALID     ? "INVALID_ARGUMENT"
-                 : verdict == V_UNSUPPORTED ? "UNSUPPORTED"
-                 : verdict == V_ABI         ? "ABI_MISMATCH"
-                 : verdict == V_EITHER      ? "success or INVALID_ARGUMENT"
-                 : verdict == V_REFUSE      ? "a refusal"
-                                            : "INVALID_ARGUMENT or ABI_MISMATCH");
+    if (st != VERDICTS[verdict].one && st != VERDICTS[verdict].other) {
+        snprintf(detail, sizeof detail, "the oracle expected %s", VERDICTS[verdict].name);
         die(fn, detail, st);
     }
     if (st != MEMRA_STATUS_OK && strstr(memra_last_error_message(), fn) == NULL)
@@ -734,35 +713,9 @@ static int new_table(fuzz *f, size_t entries)
     return idx;
 }
 
-/* Points every entry of table `idx` at a harness allocation of exactly `target_bytes`: one
- * element more read or written by the library is a sanitizer report. */
-static void fill_table(fuzz *f, call *c, int idx, size_t target_bytes)
-{
-    size_t entries = f->buf[idx].bytes / sizeof(uint64_t);
-    uint64_t *host = malloc(entries * sizeof *host);
-    void **grown = realloc(c->targets, (c->n_targets + entries) * sizeof *grown);
-    if (host == NULL || grown == NULL)
-        abort();
-    c->targets = grown;
-    for (size_t i = 0; i < entries; i++) {
-        void *target = malloc(target_bytes ? target_bytes : 1);
-        if (target == NULL)
-            abort();
-        memset(target, 0x3c, target_bytes ? target_bytes : 1);
-        c->targets[c->n_targets++] = target;
-        host[i] = (uint64_t)(uintptr_t)target;
-    }
-    MemraSliceU64 src = {host, entries};
-    MemraSliceMutU64 dst = {(uint64_t *)(void *)f->buf[idx].ptr, entries};
-    MemraStatus st = memra_htod_u64_into(f->e, src, dst);
-    if (st != MEMRA_STATUS_OK)
-        die("memra_htod_u64_into", "filling a table failed", st);
-    free(host);
-    c->target_bytes = target_bytes;
-}
-
-/* As fill_table, with the targets of column i (of three) exactly sizes[i] bytes long; `zero`
- * marks the columns whose targets start zero-filled (journals: empty). */
+/* Points every entry of table `idx` at a harness allocation, those of column i (of three)
+ * exactly sizes[i] bytes long: one element more read or written by the library is a sanitizer
+ * report. `zero` marks the columns whose targets start zero-filled (journals: empty). */
 static void fill_table_columns(fuzz *f, call *c, int idx, const size_t sizes[3], const bool zero[3])
 {
     size_t entries = f->buf[idx].bytes / sizeof(uint64_t);
@@ -791,6 +744,15 @@ static void fill_table_columns(fuzz *f, call *c, int idx, const size_t sizes[3],
     if (st != MEMRA_STATUS_OK)
         die("memra_htod_u64_into", "filling a table failed", st);
     free(host);
+}
+
+/* As fill_table_columns, every target `target_bytes` long. */
+static void fill_table(fuzz *f, call *c, int idx, size_t target_bytes)
+{
+    const size_t sizes[3] = {target_bytes, target_bytes, target_bytes};
+    const bool zero[3] = {false, false, false};
+    fill_table_columns(f, c, idx, sizes, zero);
+    c->target_bytes = target_bytes;
 }
 
 /* The bytes of a table target of call `c` (entry `i` % 3 of a sequence's row). */
