@@ -24,19 +24,17 @@ const SCAN_IN: [&str; 5] = ["q", "k", "v", "g_log", "beta"];
 /// Defines one operation under each of the names memra-engine's two API generations give it
 /// (0.72's `_b` / `_batched` next to 0.136's `_view` forms), from one parameter list and one
 /// body: each name gets its own documentation and reports errors as `Engine::<name>` (the
-/// constant `F` the body reads). A name may bind values the body uses (`entry = ...`: the C
-/// entry point of that name).
+/// constant `F` the body reads).
 macro_rules! named_ops {
     (
         fn $params:tt $body:block
-        $( $(#[$doc:meta])* $name:ident($($bind:ident = $value:expr),* $(,)?); )+
+        $( $(#[$doc:meta])* $name:ident(); )+
     ) => {
         $(
             $(#[$doc])*
             #[allow(clippy::too_many_arguments)]
             pub fn $name $params -> Result<()> {
                 const F: &str = concat!("Engine::", stringify!($name));
-                $(let $bind = $value;)*
                 $body
             }
         )+
@@ -44,38 +42,46 @@ macro_rules! named_ops {
 }
 
 /// Defines the GDN prep under each of its names from one parameter list and one body, which
-/// calls the C entry point `entry`. 0.72's single-row name (`without`, first) takes the list
-/// without the bracketed parameters and derives their values in its block; the `b_n`-row
-/// names take them last. Errors name each as `Engine::<name>` (the constant `F`).
+/// calls the C entry point bound to the identifier before `=>` (each name gives its own).
+/// 0.72's single-row name (`without`, first) takes the list without the bracketed parameters
+/// and derives their values in its block; the `b_n`-row names take them after the list. Errors name each as `Engine::<name>` (the constant `F`).
 macro_rules! prep_ops {
     (
-        fn(&$s:ident, $($p:ident: $t:ty,)* [$($x:ident: $xt:ty),+],) $entry:ident => $body:block
+        fn $params:tt $extra:tt $entry:ident => $body:block
         $(#[$odoc:meta])* $one:ident = $one_e:expr, without $derive:block;
-        $(#[$vdoc:meta])* $view:ident = $view_e:expr;
-        $(#[$bdoc:meta])* $b:ident = $b_e:expr;
+        $( $(#[$doc:meta])* $name:ident = $e:expr; )+
     ) => {
-        $(#[$vdoc])*
-        #[allow(clippy::too_many_arguments)]
-        pub fn $view(&$s, $($p: $t,)* $($x: $xt,)+) -> Result<()> {
-            const F: &str = concat!("Engine::", stringify!($view));
-            let $entry = $view_e;
-            $body
-        }
-
-        $(#[$bdoc])*
-        #[allow(clippy::too_many_arguments)]
-        pub fn $b(&$s, $($p: $t,)* $($x: $xt,)+) -> Result<()> {
-            const F: &str = concat!("Engine::", stringify!($b));
-            let $entry = $b_e;
-            $body
-        }
-
-        $(#[$odoc])*
-        #[allow(clippy::too_many_arguments)]
-        pub fn $one(&$s, $($p: $t,)*) -> Result<()> {
-            const F: &str = concat!("Engine::", stringify!($one));
-            let ($($x,)+): ($($xt,)+) = $derive;
+        $(
+            prep_ops!(@with $params $extra $(#[$doc])* $name {
+                let $entry = $e;
+                $body
+            });
+        )+
+        prep_ops!(@without $params $extra $(#[$odoc])* $one $derive {
             let $entry = $one_e;
+            $body
+        });
+    };
+    (
+        @with (&$s:ident, $($p:ident: $t:ty,)*) [$($x:ident: $xt:ty),+]
+        $(#[$doc:meta])* $name:ident $body:block
+    ) => {
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(&$s, $($p: $t,)* $($x: $xt,)+) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($name));
+            $body
+        }
+    };
+    (
+        @without (&$s:ident, $($p:ident: $t:ty,)*) [$($x:ident: $xt:ty),+]
+        $(#[$doc:meta])* $name:ident $derive:block $body:block
+    ) => {
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        pub fn $name(&$s, $($p: $t,)*) -> Result<()> {
+            const F: &str = concat!("Engine::", stringify!($name));
+            let ($($x,)+): ($($xt,)+) = $derive;
             $body
         }
     };
@@ -337,8 +343,7 @@ impl Engine {
             num_k: usize,
             key_dim: usize,
             eps: f32,
-            [conv_dim: usize, b_n: usize],
-        ) entry => {
+        ) [conv_dim: usize, b_n: usize] entry => {
             const IN: [&str; 5] = ["conv_out", "beta_raw", "alpha", "dt_bias", "a"];
             const OUT: [&str; 5] = ["q_l2", "k_l2", "v_g", "beta", "g_log"];
             let g = self.lock();
