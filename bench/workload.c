@@ -1414,6 +1414,26 @@ static int packed_from(bench_work *w, const float *ring, const float *state, res
     return read_packed(w, s, out);
 }
 
+/* One replay of set 0's journal graph as variant `v` (the accepted counts written before),
+ * checked: the ring and the canonical state against `ring` and `state`, the outputs against
+ * `want`. Returns 0, 1 on a difference (described in `why`), -1 on a failure. */
+static int journal_replay(bench_work *w, const bench_set *s, int v, const char *who,
+                          const float *ring, const float *state, const char *state_against,
+                          const results *want, results *got, char *why, size_t why_len,
+                          size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    int rc;
+    if (poison_packed(e, s) != 0 || poison_prep(e, s) != 0 ||
+        launch(e, s->graph11[G_JOURNAL], v) != 0 || sync_after(e, who) != 0)
+        return -1;
+    rc = check_in_place(w, s, ring, state, who, state_against, got, why, why_len, compared);
+    if (rc != 0)
+        return rc;
+    return check_outputs(w, s, want, false, who, "the 1.0 packed program from the folded state",
+                         got, why, why_len, compared);
+}
+
 /* journal and journal-all. X are set 0's new rows, (R0, S0) its initial ring and state; every
  * journal verify here runs X again, so every expected result is a 1.0 packed program's:
  *   a. empty journal, nothing accepted (eager, every output): the packed outputs of X from
@@ -1471,30 +1491,20 @@ static int check_journal(bench_work *w, results *got, char *why, size_t why_len,
     rc = -1;
 
     /* b. */
-    if (write_counts(w, n) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0 ||
-        launch(e, s->graph11[G_JOURNAL], BV_JOURNAL) != 0 ||
-        sync_after(e, "journal graph, accepted 1..T") != 0)
+    if (write_counts(w, n) != 0)
         goto out;
-    if ((rc = check_in_place(w, s, p_ring, p_state, "journal graph, accepted 1..T",
-                             "the 1.0 packed program's after the accepted rows", got, why, why_len,
-                             compared)) != 0 ||
-        (rc = check_outputs(w, s, &ref2, false, "journal graph, accepted 1..T",
-                            "the 1.0 packed program from the folded state", got, why, why_len,
-                            compared)) != 0)
+    if ((rc = journal_replay(w, s, BV_JOURNAL, "journal graph, accepted 1..T", p_ring, p_state,
+                             "the 1.0 packed program's after the accepted rows", &ref2, got, why,
+                             why_len, compared)) != 0)
         goto out;
     rc = -1;
 
     /* c. */
-    if (write_fixed(w, (uint32_t)T) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0 ||
-        launch(e, s->graph11[G_JOURNAL], BV_JOURNAL_ALL) != 0 ||
-        sync_after(e, "journal graph, every row accepted") != 0)
+    if (write_fixed(w, (uint32_t)T) != 0)
         goto out;
-    if ((rc = check_in_place(w, s, ref2.ring, ref2.state, "journal graph, every row accepted",
-                             "the 1.0 packed program's after all T rows", got, why, why_len,
-                             compared)) != 0 ||
-        (rc = check_outputs(w, s, &ref3, false, "journal graph, every row accepted",
-                            "the 1.0 packed program from the folded state", got, why, why_len,
-                            compared)) != 0)
+    if ((rc = journal_replay(w, s, BV_JOURNAL_ALL, "journal graph, every row accepted", ref2.ring,
+                             ref2.state, "the 1.0 packed program's after all T rows", &ref3, got,
+                             why, why_len, compared)) != 0)
         goto out;
     rc = -1;
 
