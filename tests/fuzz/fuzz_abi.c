@@ -1486,33 +1486,24 @@ static void release_graph(fuzz *f, int slot)
     f->graph[slot] = NULL;
 }
 
-static void cmd_launch(fuzz *f, reader *r)
+/* Replays a live graph (one to three times) or destroys it, or passes it with the second
+ * engine, which must be refused. */
+static void cmd_graph(fuzz *f, reader *r, bool destroy)
 {
-    int slot = rd8(r) % MAX_GRAPHS;
-    uint8_t how = rd8(r);
-    if (f->graph[slot] == NULL)
+    const int slot = rd8(r) % MAX_GRAPHS;
+    const uint8_t how = rd8(r);
+    MemraGraph *g = f->graph[slot];
+    if (g == NULL)
         return;
-    if (how % 4 == 1) {
-        check_status("memra_graph_launch", V_INVALID, memra_graph_launch(f->e2, f->graph[slot]));
-        return;
-    }
-    int repeats = 1 + how % 3;
-    for (int i = 0; i < repeats; i++)
-        check_status("memra_graph_launch", V_OK, memra_graph_launch(f->e, f->graph[slot]));
-}
-
-static void cmd_graph_destroy(fuzz *f, reader *r)
-{
-    int slot = rd8(r) % MAX_GRAPHS;
-    uint8_t how = rd8(r);
-    if (f->graph[slot] == NULL)
-        return;
-    if (how % 2 == 1) {
-        check_status("memra_graph_destroy", V_INVALID, memra_graph_destroy(f->e2, f->graph[slot]));
-        return;
-    }
-    check_status("memra_graph_destroy", V_OK, memra_graph_destroy(f->e, f->graph[slot]));
-    release_graph(f, slot);
+    const char *fn = destroy ? "memra_graph_destroy" : "memra_graph_launch";
+    const bool foreign = destroy ? how % 2 == 1 : how % 4 == 1;
+    MemraEngine *e = foreign ? f->e2 : f->e;
+    const int calls = destroy || foreign ? 1 : 1 + how % 3;
+    for (int i = 0; i < calls; i++)
+        check_status(fn, foreign ? V_INVALID : V_OK,
+                     destroy ? memra_graph_destroy(e, g) : memra_graph_launch(e, g));
+    if (destroy && !foreign)
+        release_graph(f, slot);
 }
 
 static MemraEngine *cpu_engine(void);
@@ -1664,10 +1655,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cmd_capture(&f, &r);
             break;
         case CMD_LAUNCH:
-            cmd_launch(&f, &r);
+            cmd_graph(&f, &r, false);
             break;
         case CMD_GRAPH_DESTROY:
-            cmd_graph_destroy(&f, &r);
+            cmd_graph(&f, &r, true);
             break;
         case CMD_SYNC:
             check_status("memra_engine_synchronize", V_OK, memra_engine_synchronize(f.e));
