@@ -90,6 +90,19 @@ static void eg_probe_rolls(MemraEngine *e, const eg_inputs *in, int rolls, float
     eg_probe_free(e, &p);
 }
 
+/* Fails the test unless the probe's ring on `e` holds the bits `rolls` probe steps leave on a
+ * fresh engine of `backend`. */
+static void eg_expect_ring(MemraEngine *e, MemraBackend backend, const eg_probe *p,
+                           const eg_inputs *in, int rolls, const char *what)
+{
+    static float ring[EG_RING], want[EG_RING];
+    tu_download_into(e, tu_view(p->ring), ring);
+    MemraEngine *ref = tu_engine(backend);
+    eg_probe_rolls(ref, in, rolls, want, NULL);
+    TU_OK(memra_engine_destroy(ref));
+    tu_expect_bits(ring, want, EG_RING, "%s (" TU_SEED_FMT ")", what, in->seed);
+}
+
 /* Runs one probe step on `e` and requires the bits a fresh engine of `backend` produces. */
 static void eg_expect_usable(MemraEngine *e, MemraBackend backend, const char *after)
 {
@@ -827,15 +840,8 @@ static void eg_check_destroy_with_live_graph(MemraBackend backend)
 
     /* Nothing was released: the graph replays (roll 3) and the buffers read back. */
     TU_OK(memra_graph_launch(e, g));
-    static float ring[EG_RING], want[EG_RING];
-    tu_download_into(e, tu_view(c.probe.ring), ring);
-    MemraEngine *ref = tu_engine(backend);
-    eg_probe_rolls(ref, &in, 3, want, NULL);
-    TU_OK(memra_engine_destroy(ref));
-    cr_assert_eq(tu_bit_diffs(ring, want, EG_RING), 0,
-                 "the graph no longer replays correctly after the refused destroy (" TU_SEED_FMT
-                 ")",
-                 in.seed);
+    eg_expect_ring(e, backend, &c.probe, &in, 3,
+                   "the graph no longer replays correctly after the refused destroy");
     eg_expect_usable(e, backend, "a refused memra_engine_destroy");
     TU_OK(memra_graph_destroy(e, g));
     TU_OK(memra_engine_destroy(e));
@@ -858,21 +864,12 @@ static void eg_check_foreign_graph(MemraBackend backend)
     cr_assert_eq(memra_graph_destroy(e2, g), MEMRA_STATUS_INVALID_ARGUMENT,
                  "a graph destroyed with another engine was accepted");
     /* The refused launch ran nothing: the ring is still at the two warm-up rolls. */
-    static float ring[EG_RING], want[EG_RING];
-    tu_download_into(e1, tu_view(c.probe.ring), ring);
-    MemraEngine *ref = tu_engine(backend);
-    eg_probe_rolls(ref, &in, 2, want, NULL);
-    cr_assert_eq(tu_bit_diffs(ring, want, EG_RING), 0,
-                 "the refused launch changed the graph's ring (" TU_SEED_FMT ")", in.seed);
+    eg_expect_ring(e1, backend, &c.probe, &in, 2, "the refused launch changed the graph's ring");
 
     /* The graph still belongs to e1 and works there. */
     TU_OK(memra_graph_launch(e1, g));
-    tu_download_into(e1, tu_view(c.probe.ring), ring);
-    eg_probe_rolls(ref, &in, 3, want, NULL);
-    TU_OK(memra_engine_destroy(ref));
-    cr_assert_eq(tu_bit_diffs(ring, want, EG_RING), 0,
-                 "the graph does not replay on its own engine after the refusals (" TU_SEED_FMT ")",
-                 in.seed);
+    eg_expect_ring(e1, backend, &c.probe, &in, 3,
+                   "the graph does not replay on its own engine after the refusals");
     /* e2 has no graph of its own: it can go. */
     TU_OK(memra_engine_destroy(e2));
     TU_OK(memra_graph_destroy(e1, g));
