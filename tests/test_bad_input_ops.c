@@ -26,6 +26,10 @@ extern const size_t BI_N_ENTRY_10, BI_N_ENTRY_11;
         OA_SC_##name, q, add                                                                       \
     }
 #define LIT(name, value) SET(name, BI_LIT, value)
+/* A suite's shape rules, hand-written entry-point cases and extra good calls. */
+#define SUITE_CASES(fixups_, customs_, n_customs_, good_calls_)                                    \
+    .fixups = fixups_, .n_fixups = sizeof fixups_ / sizeof fixups_[0], .customs = customs_,        \
+    .n_customs = &n_customs_, .good_calls = good_calls_
 
 /* ---- 1.0 ---- */
 
@@ -98,11 +102,7 @@ static const bi_suite SUITE_10 = {
     .chain = CHAIN_10,
     .n_chain = sizeof CHAIN_10 / sizeof CHAIN_10[0],
     .good_op = OA_CONV_B,
-    .fixups = FIXUPS_10,
-    .n_fixups = sizeof FIXUPS_10 / sizeof FIXUPS_10[0],
-    .customs = BI_ENTRY_10,
-    .n_customs = &BI_N_ENTRY_10,
-    .good_calls = good_calls_10,
+    SUITE_CASES(FIXUPS_10, BI_ENTRY_10, BI_N_ENTRY_10, good_calls_10),
 };
 
 BI_SUITE_TESTS(bad_input, SUITE_10)
@@ -214,11 +214,7 @@ static const bi_suite SUITE_11 = {
     .flags = BI_FIELD_NAMES | BI_ROTATE_GEOMETRIES,
     .good_op = OA_V_SNAP,
     .all_geometries = all_geometries_11,
-    .fixups = FIXUPS_11,
-    .n_fixups = sizeof FIXUPS_11 / sizeof FIXUPS_11[0],
-    .customs = BI_ENTRY_11,
-    .n_customs = &BI_N_ENTRY_11,
-    .good_calls = good_calls_11,
+    SUITE_CASES(FIXUPS_11, BI_ENTRY_11, BI_N_ENTRY_11, good_calls_11),
 };
 
 BI_SUITE_TESTS(bad_input_verify, SUITE_11)
