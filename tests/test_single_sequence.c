@@ -36,7 +36,6 @@
 #define SS_GUARD ((size_t)8)
 
 typedef struct ss_case {
-    MemraBackend backend;
     size_t num_k, num_v, d_conv, t;
     bool graph;
     /* Scan only: state_in and state_out are one buffer. */
@@ -101,12 +100,13 @@ static MemraStatus ss_conv_direct(MemraEngine *e, void *user)
     return MEMRA_STATUS_OK;
 }
 
-static void ss_run_conv(const ss_case *c)
+static void ss_run_conv(ss_case cs, MemraBackend backend)
 {
+    const ss_case *c = &cs;
     const uint64_t seed = tu_fresh_seed();
     const tu_gdn_shape sh = tu_gdn_shape_make(c->num_k, c->num_v, c->d_conv);
     const size_t rows_words = c->t * sh.conv_dim;
-    MemraEngine *e = tu_engine(c->backend);
+    MemraEngine *e = tu_engine(backend);
 
     float *w = ss_host(sh.conv_dim * sh.d_conv), *dt_bias = ss_host(sh.num_v),
           *a = ss_host(sh.num_v);
@@ -161,12 +161,12 @@ static void ss_run_conv(const ss_case *c)
             TU_OK(ss_conv_direct(e, &step));
         float *got = ss_read(e, out, rows_words);
         tu_expect_bits(got, ref_rows + pass * rows_words, rows_words,
-                       "%s conv_out rows, pass %d (seed " TU_SEED_FMT ")",
-                       ss_backend_name(c->backend), pass, seed);
+                       "%s conv_out rows, pass %d (seed " TU_SEED_FMT ")", ss_backend_name(backend),
+                       pass, seed);
         free(got);
         float *got_ring = ss_read(e, ring, sh.ring_words);
         tu_expect_bits(got_ring, ref_ring_t[pass], sh.ring_words,
-                       "%s ring after pass %d (seed " TU_SEED_FMT ")", ss_backend_name(c->backend),
+                       "%s ring after pass %d (seed " TU_SEED_FMT ")", ss_backend_name(backend),
                        pass, seed);
         free(got_ring);
     }
@@ -218,13 +218,14 @@ static void ss_scan_inputs(size_t t, size_t num_v, uint64_t seed, float *q, floa
     }
 }
 
-static void ss_run_scan(const ss_case *c)
+static void ss_run_scan(ss_case cs, MemraBackend backend)
 {
+    const ss_case *c = &cs;
     const uint64_t seed = tu_fresh_seed();
     const size_t num_v = c->num_v, t = c->t;
     const size_t row = num_v * MEMRA_D_STATE, act = t * row, heads = t * num_v;
     const size_t state_words = num_v * MEMRA_D_STATE * MEMRA_D_STATE;
-    MemraEngine *e = tu_engine(c->backend);
+    MemraEngine *e = tu_engine(backend);
 
     float *q = ss_host(act), *k = ss_host(act), *v = ss_host(act), *g_log = ss_host(heads),
           *beta = ss_host(heads), *state0 = ss_host(state_words);
@@ -283,12 +284,12 @@ static void ss_run_scan(const ss_case *c)
             TU_OK(ss_scan_direct(e, &step));
         float *got = ss_read(e, o, act);
         tu_expect_bits(got, ref_rows + ref_pass * act, act,
-                       "%s o rows, pass %d, %s (seed " TU_SEED_FMT ")", ss_backend_name(c->backend),
+                       "%s o rows, pass %d, %s (seed " TU_SEED_FMT ")", ss_backend_name(backend),
                        pass, c->in_place ? "in place" : "out of place", seed);
         free(got);
         float *got_state = ss_read(e, s_out, state_words);
         tu_expect_bits(got_state, ref_state_t[ref_pass], state_words,
-                       "%s state after pass %d (seed " TU_SEED_FMT ")", ss_backend_name(c->backend),
+                       "%s state after pass %d (seed " TU_SEED_FMT ")", ss_backend_name(backend),
                        pass, seed);
         free(got_state);
         if (!c->in_place) {
@@ -326,57 +327,26 @@ static void ss_run_scan(const ss_case *c)
 
 /* ---- The grids ---- */
 
-#define CPU MEMRA_BACKEND_CPU
-#define CUDA MEMRA_BACKEND_CUDA
-
-/* Both shapes of the suite (1 x 2 heads, and ornith's 16 x 32), every d_conv, eager and graph,
- * on both backends. */
+/* Both shapes of the suite (1 x 2 heads, and ornith's 16 x 32), every d_conv, eager and graph:
+ * {num_k, num_v, d_conv, t, graph, in_place}. */
 static ss_case ss_conv_cases[] = {
-    {CPU, 1, 2, 1, 3, false, false},    {CPU, 1, 2, 2, 3, false, false},
-    {CPU, 1, 2, 3, 5, false, false},    {CPU, 1, 2, 4, 8, false, false},
-    {CPU, 1, 2, 5, 2, true, false},     {CPU, 1, 2, 6, 1, false, false},
-    {CPU, 1, 2, 7, 4, true, false},     {CPU, 1, 2, 8, 6, false, false},
-    {CPU, 16, 32, 4, 4, false, false},  {CPU, 16, 32, 4, 3, true, false},
-    {CUDA, 1, 2, 1, 3, false, false},   {CUDA, 1, 2, 2, 3, false, false},
-    {CUDA, 1, 2, 3, 5, false, false},   {CUDA, 1, 2, 4, 8, false, false},
-    {CUDA, 1, 2, 5, 2, true, false},    {CUDA, 1, 2, 6, 1, false, false},
-    {CUDA, 1, 2, 7, 4, true, false},    {CUDA, 1, 2, 8, 6, false, false},
-    {CUDA, 16, 32, 4, 4, false, false}, {CUDA, 16, 32, 4, 3, true, false},
+    {1, 2, 1, 3, false, false},  {1, 2, 2, 3, false, false}, {1, 2, 3, 5, false, false},
+    {1, 2, 4, 8, false, false},  {1, 2, 5, 2, true, false},  {1, 2, 6, 1, false, false},
+    {1, 2, 7, 4, true, false},   {1, 2, 8, 6, false, false}, {16, 32, 4, 4, false, false},
+    {16, 32, 4, 3, true, false},
 };
 
-ParameterizedTestParameters(single_sequence, conv_matches_table_op)
-{
-    return cr_make_param_array(ss_case, ss_conv_cases,
-                               sizeof ss_conv_cases / sizeof ss_conv_cases[0]);
-}
-
-ParameterizedTest(ss_case *c, single_sequence, conv_matches_table_op)
-{
-    ss_run_conv(c);
-}
-
-/* t from 1 to 16, in place and out of place, eager and graph, both backends. */
+/* t from 1 to 16, in place and out of place, eager and graph. */
 static ss_case ss_scan_cases[] = {
-    {CPU, 1, 2, 4, 1, false, false},    {CPU, 1, 2, 4, 2, false, true},
-    {CPU, 1, 2, 4, 3, true, false},     {CPU, 1, 2, 4, 5, true, true},
-    {CPU, 1, 2, 4, 8, false, false},    {CPU, 1, 2, 4, 16, false, true},
-    {CPU, 16, 32, 4, 4, false, false},  {CPU, 16, 32, 4, 3, true, true},
-    {CUDA, 1, 2, 4, 1, false, false},   {CUDA, 1, 2, 4, 2, false, true},
-    {CUDA, 1, 2, 4, 3, true, false},    {CUDA, 1, 2, 4, 5, true, true},
-    {CUDA, 1, 2, 4, 8, false, false},   {CUDA, 1, 2, 4, 16, false, true},
-    {CUDA, 16, 32, 4, 4, false, false}, {CUDA, 16, 32, 4, 3, true, true},
+    {1, 2, 4, 1, false, false},   {1, 2, 4, 2, false, true},  {1, 2, 4, 3, true, false},
+    {1, 2, 4, 5, true, true},     {1, 2, 4, 8, false, false}, {1, 2, 4, 16, false, true},
+    {16, 32, 4, 4, false, false}, {16, 32, 4, 3, true, true},
 };
 
-ParameterizedTestParameters(single_sequence, scan_matches_table_op)
-{
-    return cr_make_param_array(ss_case, ss_scan_cases,
-                               sizeof ss_scan_cases / sizeof ss_scan_cases[0]);
-}
-
-ParameterizedTest(ss_case *c, single_sequence, scan_matches_table_op)
-{
-    ss_run_scan(c);
-}
+TU_PARAM_TEST_BACKENDS(ss_case, TU_PARAMS(ss_case, ss_conv_cases), single_sequence,
+                       conv_matches_table_op, ss_run_conv)
+TU_PARAM_TEST_BACKENDS(ss_case, TU_PARAMS(ss_case, ss_scan_cases), single_sequence,
+                       scan_matches_table_op, ss_run_scan)
 
 /* ---- Argument rules of the direct ops ---- */
 
@@ -457,15 +427,4 @@ static void ss_rules(MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-static MemraBackend ss_backends[] = {CPU, CUDA};
-
-ParameterizedTestParameters(single_sequence, argument_rules)
-{
-    return cr_make_param_array(MemraBackend, ss_backends,
-                               sizeof ss_backends / sizeof ss_backends[0]);
-}
-
-ParameterizedTest(MemraBackend *backend, single_sequence, argument_rules)
-{
-    ss_rules(*backend);
-}
+TU_TEST_BACKENDS(single_sequence, argument_rules, ss_rules)
