@@ -42,11 +42,6 @@ typedef struct ss_case {
     bool in_place;
 } ss_case;
 
-static const char *ss_backend_name(MemraBackend b)
-{
-    return b == MEMRA_BACKEND_CUDA ? "cuda" : "cpu";
-}
-
 static float *ss_host(size_t words)
 {
     float *p = malloc((words ? words : 1) * sizeof(float));
@@ -76,6 +71,24 @@ static float *ss_read(MemraEngine *e, MemraSliceMutF32 s, size_t words)
     float *host = ss_host(words);
     tu_download_into(e, tu_sub(s, 0, words), host);
     return host;
+}
+
+/* One pass: a replay of the captured graph, or the step run eagerly. */
+static void ss_pass(MemraEngine *e, const MemraGraph *graph, MemraStepFn step, void *user)
+{
+    if (graph)
+        TU_OK(memra_graph_launch(e, graph));
+    else
+        TU_OK(step(e, user));
+}
+
+/* Fails unless the first `words` of `s` equal `ref` bit for bit. */
+static void ss_expect_read(MemraEngine *e, MemraSliceMutF32 s, size_t words, const float *ref,
+                           const char *what, int pass, uint64_t seed)
+{
+    float *got = ss_read(e, s, words);
+    tu_expect_bits(got, ref, words, "%s, pass %d (seed " TU_SEED_FMT ")", what, pass, seed);
+    free(got);
 }
 
 /* ---- conv ---- */
@@ -155,20 +168,10 @@ static void ss_run_conv(ss_case cs, MemraBackend backend)
     }
     for (int pass = 0; pass < (c->graph ? 2 : 1); pass++) {
         tu_poison(e, tu_sub_mut(out, 0, rows_words));
-        if (c->graph)
-            TU_OK(memra_graph_launch(e, graph));
-        else
-            TU_OK(ss_conv_direct(e, &step));
-        float *got = ss_read(e, out, rows_words);
-        tu_expect_bits(got, ref_rows + pass * rows_words, rows_words,
-                       "%s conv_out rows, pass %d (seed " TU_SEED_FMT ")", ss_backend_name(backend),
-                       pass, seed);
-        free(got);
-        float *got_ring = ss_read(e, ring, sh.ring_words);
-        tu_expect_bits(got_ring, ref_ring_t[pass], sh.ring_words,
-                       "%s ring after pass %d (seed " TU_SEED_FMT ")", ss_backend_name(backend),
-                       pass, seed);
-        free(got_ring);
+        ss_pass(e, graph, ss_conv_direct, &step);
+        ss_expect_read(e, out, rows_words, ref_rows + pass * rows_words, "conv_out rows", pass,
+                       seed);
+        ss_expect_read(e, ring, sh.ring_words, ref_ring_t[pass], "the ring", pass, seed);
     }
     cr_expect(tu_all_finite(ref_rows, 2 * rows_words), "the reference rows are finite");
     ss_expect_guard(e, ring, sh.ring_words, "the ring");
@@ -278,25 +281,13 @@ static void ss_run_scan(ss_case cs, MemraBackend backend)
         tu_poison(e, tu_sub_mut(o, 0, act));
         if (!c->in_place)
             tu_poison(e, tu_sub_mut(s_out, 0, state_words));
-        if (c->graph)
-            TU_OK(memra_graph_launch(e, graph));
-        else
-            TU_OK(ss_scan_direct(e, &step));
-        float *got = ss_read(e, o, act);
-        tu_expect_bits(got, ref_rows + ref_pass * act, act,
-                       "%s o rows, pass %d, %s (seed " TU_SEED_FMT ")", ss_backend_name(backend),
-                       pass, c->in_place ? "in place" : "out of place", seed);
-        free(got);
-        float *got_state = ss_read(e, s_out, state_words);
-        tu_expect_bits(got_state, ref_state_t[ref_pass], state_words,
-                       "%s state after pass %d (seed " TU_SEED_FMT ")", ss_backend_name(backend),
+        ss_pass(e, graph, ss_scan_direct, &step);
+        ss_expect_read(e, o, act, ref_rows + ref_pass * act,
+                       c->in_place ? "o rows, in place" : "o rows, out of place", pass, seed);
+        ss_expect_read(e, s_out, state_words, ref_state_t[ref_pass], "the state after the rows",
                        pass, seed);
-        free(got_state);
-        if (!c->in_place) {
-            float *kept = ss_read(e, s_in, state_words);
-            tu_expect_bits(kept, state0, state_words, "state_in left as it was, pass %d", pass);
-            free(kept);
-        }
+        if (!c->in_place)
+            ss_expect_read(e, s_in, state_words, state0, "state_in left as it was", pass, seed);
     }
     ss_expect_guard(e, s_in, state_words, "state_in");
     if (!c->in_place)
