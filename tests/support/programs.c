@@ -86,13 +86,3 @@ MemraStatus tu_rows_row(MemraEngine *e, const tu_rows *p, size_t r, const char *
         *failed = what;
     return st;
 }
-
-MemraStatus tu_rows_program(MemraEngine *e, const tu_rows *p, const char **failed)
-{
-    for (size_t r = 0; r < p->t; r++) {
-        MemraStatus st = tu_rows_row(e, p, r, failed);
-        if (st != MEMRA_STATUS_OK)
-            return st;
-    }
-    return MEMRA_STATUS_OK;
-}

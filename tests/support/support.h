@@ -209,7 +209,5 @@ typedef struct tu_rows {
 /* Row r; on a failure `*failed` (when not NULL) is "per-row conv", "per-row prep" or "per-row
  * scan". */
 MemraStatus tu_rows_row(MemraEngine *e, const tu_rows *p, size_t r, const char **failed);
-/* Rows 0 .. t - 1. */
-MemraStatus tu_rows_program(MemraEngine *e, const tu_rows *p, const char **failed);
 
 #endif /* MEMRA_TEST_SUPPORT_H */
