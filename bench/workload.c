@@ -627,19 +627,14 @@ static MemraStatus args_11(const bench_work *w, const bench_set *s, int v, bool 
 {
     const bench_config *c = &w->c;
     const bool journal = v == BV_JOURNAL || v == BV_JOURNAL_ALL;
-    MemraStatus st = memra_verify_args_init(va);
+    const MemraVerifyMode mode = v == BV_FUSED_NOSNAP ? MEMRA_VERIFY_MODE_FINAL_ONLY
+                                 : journal            ? MEMRA_VERIFY_MODE_JOURNAL
+                                                      : MEMRA_VERIFY_MODE_SNAPSHOTS;
+    const tu_gdn_shape sh = tu_gdn_shape_make(c->num_k, c->num_v, c->d_conv);
+    MemraStatus st = tu_verify_args_sizes(va, &sh, c->t, c->b, mode, MEMRA_HEAD_ORDER_TILED);
     if (st != MEMRA_STATUS_OK)
         return op_failed("memra_verify_args_init", st);
-    va->mode = v == BV_FUSED_NOSNAP ? MEMRA_VERIFY_MODE_FINAL_ONLY
-               : journal            ? MEMRA_VERIFY_MODE_JOURNAL
-                                    : MEMRA_VERIFY_MODE_SNAPSHOTS;
-    va->head_order = MEMRA_HEAD_ORDER_TILED;
-    va->d_state = MEMRA_D_STATE;
-    va->num_k = c->num_k;
-    va->num_v = c->num_v;
-    va->d_conv = c->d_conv;
-    va->t = c->t;
-    va->b_n = c->b;
+    /* The configuration's own eps and scale, which a run may set. */
     va->eps = c->eps;
     va->scale = c->scale;
     va->qkv = tu_view(s->qkv);
