@@ -7,17 +7,15 @@
 
 #include "status.h"
 
+/* The operation a kernel names in its record (memra__op_id), as the host called it. */
 static const char *op_name(uint32_t op)
 {
-    switch (op) {
-    case MEMRA__OP_VERIFY:
-        return "memra_gdn_verify";
-    case MEMRA__OP_COMMIT:
-        return "memra_gdn_journal_commit";
-    case MEMRA__OP_ROLLBACK:
-        return "memra_gdn_rollback";
-    }
-    return "an operation";
+    static const char *const names[] = {
+        [MEMRA__OP_VERIFY] = "memra_gdn_verify",
+        [MEMRA__OP_COMMIT] = "memra_gdn_journal_commit",
+        [MEMRA__OP_ROLLBACK] = "memra_gdn_rollback",
+    };
+    return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "an operation";
 }
 
 MemraStatus memra__dev_error_take(const char *fn, memra__dev_error *rec)

@@ -827,23 +827,43 @@ TU_PARAM_TEST_BACKENDS(eg_forbidden_param, TU_PARAMS(eg_forbidden_param, eg_forb
 
 /* ---- handles where they do not belong ----------------------------------------------------- */
 
+/* An engine's captured graph of one ring roll: after the capture's two warm-ups the ring has
+ * rolled twice, and each replay rolls it once more. */
+typedef struct eg_graph_fx {
+    eg_inputs in;
+    eg_count c;
+    MemraGraph *g;
+} eg_graph_fx;
+
+static void eg_graph_fx_make(MemraEngine *e, eg_graph_fx *f)
+{
+    eg_inputs_make(&f->in);
+    f->c = (eg_count){eg_probe_make(e, &f->in), 0};
+    f->g = NULL;
+    TU_OK(memra_graph_capture(e, eg_count_step, &f->c, &f->g));
+}
+
+/* Replays the graph once on `e` and expects the ring after three rolls. */
+static void eg_graph_fx_replay(MemraEngine *e, MemraBackend backend, eg_graph_fx *f,
+                               const char *what)
+{
+    TU_OK(memra_graph_launch(e, f->g));
+    eg_expect_ring(e, backend, &f->c.probe, &f->in, 3, what);
+}
+
 static void eg_check_destroy_with_live_graph(MemraBackend backend)
 {
     MemraEngine *e = tu_engine(backend);
-    eg_inputs in;
-    eg_inputs_make(&in);
-    eg_count c = {eg_probe_make(e, &in), 0};
-    MemraGraph *g = NULL;
-    TU_OK(memra_graph_capture(e, eg_count_step, &c, &g));
+    eg_graph_fx f;
+    eg_graph_fx_make(e, &f);
     cr_assert_eq(memra_engine_destroy(e), MEMRA_STATUS_INVALID_ARGUMENT,
                  "memra_engine_destroy accepted an engine with a live graph");
 
-    /* Nothing was released: the graph replays (roll 3) and the buffers read back. */
-    TU_OK(memra_graph_launch(e, g));
-    eg_expect_ring(e, backend, &c.probe, &in, 3,
-                   "the graph no longer replays correctly after the refused destroy");
+    /* Nothing was released: the graph replays and the buffers read back. */
+    eg_graph_fx_replay(e, backend, &f,
+                       "the graph no longer replays correctly after the refused destroy");
     eg_expect_usable(e, backend, "a refused memra_engine_destroy");
-    TU_OK(memra_graph_destroy(e, g));
+    TU_OK(memra_graph_destroy(e, f.g));
     TU_OK(memra_engine_destroy(e));
 }
 
@@ -853,26 +873,22 @@ static void eg_check_foreign_graph(MemraBackend backend)
 {
     MemraEngine *e1 = tu_engine(backend);
     MemraEngine *e2 = tu_engine(backend);
-    eg_inputs in;
-    eg_inputs_make(&in);
-    eg_count c = {eg_probe_make(e1, &in), 0};
-    MemraGraph *g = NULL;
-    TU_OK(memra_graph_capture(e1, eg_count_step, &c, &g));
+    eg_graph_fx f;
+    eg_graph_fx_make(e1, &f);
 
-    cr_assert_eq(memra_graph_launch(e2, g), MEMRA_STATUS_INVALID_ARGUMENT,
+    cr_assert_eq(memra_graph_launch(e2, f.g), MEMRA_STATUS_INVALID_ARGUMENT,
                  "a graph launched with another engine was accepted");
-    cr_assert_eq(memra_graph_destroy(e2, g), MEMRA_STATUS_INVALID_ARGUMENT,
+    cr_assert_eq(memra_graph_destroy(e2, f.g), MEMRA_STATUS_INVALID_ARGUMENT,
                  "a graph destroyed with another engine was accepted");
     /* The refused launch ran nothing: the ring is still at the two warm-up rolls. */
-    eg_expect_ring(e1, backend, &c.probe, &in, 2, "the refused launch changed the graph's ring");
+    eg_expect_ring(e1, backend, &f.c.probe, &f.in, 2,
+                   "the refused launch changed the graph's ring");
 
-    /* The graph still belongs to e1 and works there. */
-    TU_OK(memra_graph_launch(e1, g));
-    eg_expect_ring(e1, backend, &c.probe, &in, 3,
-                   "the graph does not replay on its own engine after the refusals");
-    /* e2 has no graph of its own: it can go. */
+    /* The graph still belongs to e1 and works there; e2 has no graph of its own: it can go. */
+    eg_graph_fx_replay(e1, backend, &f,
+                       "the graph does not replay on its own engine after the refusals");
     TU_OK(memra_engine_destroy(e2));
-    TU_OK(memra_graph_destroy(e1, g));
+    TU_OK(memra_graph_destroy(e1, f.g));
     TU_OK(memra_engine_destroy(e1));
 }
 
