@@ -50,9 +50,11 @@ for tool in $tools; do
         wrap=$runner
     fi
     # Criterion runs every test in a child process: --target-processes all follows them, and
-    # --error-exitcode makes a child with findings fail its test as well.
+    # --error-exitcode makes a child with findings fail its test as well. A tool busy inside a
+    # kernel does not stop on SIGTERM (racecheck over the large verify grid ran on for minutes
+    # past its limit), hence the SIGKILL 15 seconds after the limit.
     # shellcheck disable=SC2086
-    timeout "${SANITIZE_TIMEOUT:-0}" $wrap "$san" --tool "$tool" $extra --target-processes all --error-exitcode 86 \
+    timeout --kill-after=15 "${SANITIZE_TIMEOUT:-0}" $wrap "$san" --tool "$tool" $extra --target-processes all --error-exitcode 86 \
         --print-limit 20 "$bin" "$@" >"$log" 2>&1
     status=$?
     # memcheck, initcheck and synccheck end with "ERROR SUMMARY: N errors", racecheck with
