@@ -1,6 +1,7 @@
 /*
  * memra_bench: the GDN verify four 1.0 ways (per-row and packed, eager and graph-replayed) and
- * the 1.1 one-launch verify in its three modes plus the device-side rollback, each against the
+ * the 1.1 one-launch verify in its three modes plus the journal commit and the device-side
+ * rollback, each against the
  * bytes it must move at the copy bandwidth measured in the same run. Uses the public ABI
  * (abi/memra.h) only; on the GPU it also calls the CUDA runtime for events, the copy-bandwidth
  * measurement and the device description (compiled in with MEMRA_BENCH_CUDA, i.e. the
@@ -45,6 +46,8 @@ enum bench_variant {
     BV_JOURNAL,      /* memra_gdn_verify, JOURNAL mode, accepted counts uniform in 1..T */
     BV_JOURNAL_ALL,  /* the same with every row accepted (the most folding work) */
     BV_ROLLBACK,     /* memra_gdn_rollback after a SNAPSHOTS verify, counts uniform in 1..T */
+    BV_COMMIT,       /* memra_gdn_journal_commit, counts uniform in 1..T: a graph of a refill
+                      * verify and the commit, less a graph of the refill alone */
     BV_COUNT
 };
 #define BV_FIRST_11 BV_FUSED
@@ -112,9 +115,15 @@ typedef struct bench_result {
     uint64_t floor_bytes, floor_state_bytes;
     double floor_us, floor_state_us; /* negative when no bandwidth was measured */
     bench_stats v[BV_COUNT];
-    /* The accepted counts the journal and rollback replays used. */
+    /* The accepted counts the journal, rollback and commit replays used. */
     uint64_t accepted_seed;
     double journal_mean_accepted;
+    /* One host write of the B accepted counts (memra_htod_u32_into), median us; 0 when not
+     * measured. Timed on its own, added to no column. */
+    double count_write_us;
+    /* The commit column's two graphs: refill verify + commit, and the refill verify alone
+     * (median us each); the commit's median is their difference. */
+    double commit_graph_us, commit_refill_us;
     /* Wall-clock seconds spent building the sets, checking, capturing graphs and timing. */
     double setup_s, check_s, capture_s, timing_s;
 } bench_result;
@@ -219,8 +228,8 @@ uint64_t bench_set_bytes(const bench_config *c);
  * set 0's graphs and keeps the reference results for bench_work_check_11(). */
 int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared_words);
 /* Checks 1.1 variant `v` on set 0 against the 1.0 results bench_work_check() kept (the journal
- * check serves BV_JOURNAL and BV_JOURNAL_ALL). Same return values; also captures set 0's graph
- * of the variant. */
+ * check serves BV_JOURNAL and BV_JOURNAL_ALL; the commit check also checks the refill graph).
+ * Same return values; also captures set 0's graph of the variant. */
 int bench_work_check_11(bench_work *w, int v, char *why, size_t why_len, size_t *compared_words);
 /* Captures the 1.0 graphs of the remaining sets. */
 int bench_work_capture(bench_work *w);
@@ -232,12 +241,29 @@ int bench_work_capture_11(bench_work *w, int v);
  * intermediates (the prep outputs the scan reads) written. */
 int bench_work_capture_op(bench_work *w, int op);
 int bench_work_rep_op(bench_work *w, int op, size_t set);
+/* Graphs timed beside the variants, one per set: the refill verify the commit column
+ * subtracts (JOURNAL mode, accepted counts 0 from a zero-filled buffer), and the two stages of
+ * the FINAL_ONLY verify alone (--mode per-op, CUDA only: captured with MEMRA_VERIFY_STAGE set
+ * to prologue or scan, so that the verify launches that one kernel; results wrong by design). */
+enum bench_extra { BX_REFILL, BX_PROLOGUE, BX_ROWS, BX_COUNT };
+extern const char *const bench_extra_name[BX_COUNT];
+/* Captures extra graph `x` for every set. */
+int bench_work_capture_extra(bench_work *w, int x);
+int bench_work_rep_extra(bench_work *w, int x, size_t set);
 /* Brings every set to where variant `v`'s replays start (a journal holding T rows). */
 int bench_work_prepare(bench_work *w, int v);
-/* One verify of `variant` on set `set`. */
+/* Writes the accepted counts variant `v`'s next sample replays into every set's own device
+ * buffer, outside the timed region: new counts uniform in 1..T per sequence for the journal,
+ * the rollback and the commit, T for journal-all; nothing for the other variants. */
+int bench_work_before_sample(bench_work *w, int v);
+/* One host write of B accepted counts into set 0's buffer (memra_htod_u32_into), to be timed
+ * on its own. */
+int bench_work_write_counts(bench_work *w);
+/* One verify of `variant` on set `set` (the accepted counts already in device memory). */
 int bench_work_rep(bench_work *w, int variant, size_t set);
 size_t bench_work_sets(const bench_work *w);
-/* The seed of the accepted counts, and their mean over the journal replays so far. */
+/* The seed of the accepted counts, and their mean over the journal replays so far (each
+ * replay counted with the counts its set's buffer held). */
 uint64_t bench_work_accepted_seed(const bench_work *w);
 double bench_work_journal_mean_accepted(const bench_work *w);
 void bench_work_destroy(bench_work *w);

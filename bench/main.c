@@ -4,10 +4,10 @@
  *
  * For every configuration (shape, T, B) it builds several independent sets of buffers, checks
  * that the packed program gives bit for bit what the per-row chain gives (refusing to time a
- * wrong result), times the four 1.0 variants, then checks each 1.1 variant against the 1.0
- * packed program and times it, and relates every time to the bytes the variant moves at the
- * copy bandwidth measured at the start of the same run. With --compare it then sets the run
- * beside an earlier bench.json.
+ * wrong result), times the four 1.0 variants, then times the host write of the accepted counts
+ * alone, checks each 1.1 variant against the 1.0 packed program and times it, and relates every
+ * time to the bytes the variant moves at the copy bandwidth measured at the start of the same run.
+ * With --compare it then sets the run beside an earlier bench.json.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,8 +71,9 @@ static void usage(FILE *f)
           "                   [--compare BASE.json [--against NEW.json] [--threshold PCT]\n"
           "                    [--fail-on-regression]]\n"
           "Checks that the packed GDN verify is bit-identical to the per-row chain and that the\n"
-          "1.1 verify (fused, fused-nosnap, journal) and rollback are bit-identical to the packed\n"
-          "program, then times every variant against the bytes it moves at the copy bandwidth.\n"
+          "1.1 verify (fused, fused-nosnap, journal), rollback and commit are bit-identical to\n"
+          "the packed program, then times every variant against the bytes it moves at the copy\n"
+          "bandwidth (accepted counts in device memory; their host write timed on its own).\n"
           "Writes DIR/bench.csv and DIR/bench.json (DIR defaults to results); bench/plot.sh\n"
           "draws DIR/bench.png. --backend defaults to $MEMRA_BACKEND, else auto (CUDA when a\n"
           "device is usable, else the CPU). Defaults: T 1,2,4,8,16; B 1,8,32 on the GPU and\n"
@@ -86,7 +87,8 @@ static void usage(FILE *f)
           "--fail-on-regression.\n"
           "--mode per-op: after the same check, times each operation of the packed program\n"
           "alone (conv, prep, scan, scan without snapshots), graph-replayed, beside the whole\n"
-          "program, over the same sweep; prints a table and writes no file.\n"
+          "program, then the FINAL_ONLY verify whole, its prologue and row loop alone (CUDA\n"
+          "only) and the JOURNAL verify, over the same sweep; prints a table, writes no file.\n"
           "--mode hash: prints the fingerprints of every output of the 1.0 packed verify on\n"
           "fixed inputs (tools/gpu/hash-1.0.0.txt holds those of libmemra 1.0.0 on an H200)\n"
           "and runs nothing else.\n",
@@ -288,19 +290,33 @@ static void timing_policy(bench_env *env, const options *o)
         env->samples = o->samples;
 }
 
+/* What one rep replays: a variant, an operation of the packed program alone (enum tu_op) or
+ * an extra graph (enum bench_extra). */
+enum { REP_VARIANT, REP_OP, REP_EXTRA };
+
 typedef struct rep_ctx {
     bench_work *w;
-    int variant; /* a bench_variant, or */
-    int op;      /* an operation alone (enum tu_op) when >= 0 */
+    int kind, which;
     size_t sets;
 } rep_ctx;
 
 static int one_rep(void *user, size_t rep)
 {
     const rep_ctx *x = user;
-    if (x->op >= 0)
-        return bench_work_rep_op(x->w, x->op, rep % x->sets);
-    return bench_work_rep(x->w, x->variant, rep % x->sets);
+    if (x->kind == REP_OP)
+        return bench_work_rep_op(x->w, x->which, rep % x->sets);
+    if (x->kind == REP_EXTRA)
+        return bench_work_rep_extra(x->w, x->which, rep % x->sets);
+    return bench_work_rep(x->w, x->which, rep % x->sets);
+}
+
+/* One sample of reps first .. first + n - 1; a variant's accepted counts for it are written
+ * into every set's buffer first, before the sample's clock starts. */
+static int sample(bench_env *env, rep_ctx *x, size_t first, size_t n, double *us)
+{
+    if (x->kind == REP_VARIANT && bench_work_before_sample(x->w, x->which) != 0)
+        return -1;
+    return bench_time_reps(env, one_rep, x, first, n, us);
 }
 
 /* Times one variant: a first rep to estimate, a warm-up over the whole rotation (within the
@@ -311,7 +327,7 @@ static int measure_reps(bench_env *env, rep_ctx x, bench_stats *out)
     size_t rot = 0, warm, reps, n;
     double us, est, per[BENCH_MAX_SAMPLES];
 
-    if (bench_time_reps(env, one_rep, &x, rot, 1, &us) != 0)
+    if (sample(env, &x, rot, 1, &us) != 0)
         return -1;
     rot += 1;
     est = us > 0.01 ? us : 0.01;
@@ -322,7 +338,7 @@ static int measure_reps(bench_env *env, rep_ctx x, bench_stats *out)
         warm = x.sets > 8 ? x.sets : 8;
     if (warm < 2)
         warm = 2;
-    if (bench_time_reps(env, one_rep, &x, rot, warm, &us) != 0)
+    if (sample(env, &x, rot, warm, &us) != 0)
         return -1;
     rot += warm;
     est = us / (double)warm > 0.01 ? us / (double)warm : 0.01;
@@ -345,7 +361,7 @@ static int measure_reps(bench_env *env, rep_ctx x, bench_stats *out)
         double spent = 0.0;
         size_t taken = 0, max_reps = reps;
         for (size_t s = 0; s < n; s++) {
-            if (bench_time_reps(env, one_rep, &x, rot, reps, &us) != 0)
+            if (sample(env, &x, rot, reps, &us) != 0)
                 return -1;
             rot += reps;
             spent += us;
@@ -368,8 +384,62 @@ static int measure_reps(bench_env *env, rep_ctx x, bench_stats *out)
 
 static int measure(bench_env *env, bench_work *w, int variant, bench_stats *out)
 {
-    const rep_ctx x = {w, variant, -1, bench_work_sets(w)};
+    const rep_ctx x = {w, REP_VARIANT, variant, bench_work_sets(w)};
     return measure_reps(env, x, out);
+}
+
+static int measure_extra(bench_env *env, bench_work *w, int extra, bench_stats *out)
+{
+    const rep_ctx x = {w, REP_EXTRA, extra, bench_work_sets(w)};
+    return measure_reps(env, x, out);
+}
+
+/* The commit column: the graph of the refill verify and the commit, and the graph of the
+ * refill verify alone, both over the same rotation; the commit's observations are the first
+ * graph's less the second's median, so its median is the difference of the two medians.
+ * Returns 0; 1 when that difference is not positive (the run's noise exceeds the commit; no
+ * time, described in bench_error); -1 on a failure. */
+static int measure_commit(bench_env *env, bench_work *w, bench_result *r)
+{
+    bench_stats both, refill;
+    double x[BENCH_MAX_SAMPLES];
+    uint64_t bytes = r->v[BV_COMMIT].bytes;
+    if (measure(env, w, BV_COMMIT, &both) != 0 || measure_extra(env, w, BX_REFILL, &refill) != 0)
+        return -1;
+    r->commit_graph_us = both.med_us;
+    r->commit_refill_us = refill.med_us;
+    if (both.med_us <= refill.med_us) {
+        bench_fail("not resolved: the median of the refill verify and the commit (%.3f us) is "
+                   "not above the refill verify's alone (%.3f us)",
+                   both.med_us, refill.med_us);
+        return 1;
+    }
+    for (size_t i = 0; i < both.samples; i++)
+        x[i] = both.sample_us[i] - refill.med_us;
+    bench_stats_from_samples(&r->v[BV_COMMIT], x, both.samples);
+    r->v[BV_COMMIT].reps = both.reps;
+    r->v[BV_COMMIT].bytes = bytes;
+    return 0;
+}
+
+static int one_count_write(void *user, size_t rep)
+{
+    (void)rep;
+    return bench_work_write_counts(user);
+}
+
+/* One host write of B accepted counts, alone: the median of a few hundred writes, each timed
+ * as a sample of one rep. */
+static int measure_count_write(bench_env *env, bench_work *w, double *out_us)
+{
+    double us[300];
+    const size_t n = env->quick ? 100 : 300;
+    for (size_t i = 0; i < n; i++)
+        if (bench_time_reps(env, one_count_write, w, i, 1, &us[i]) != 0)
+            return -1;
+    qsort(us, n, sizeof *us, bench_cmp_double);
+    *out_us = 0.5 * (us[(n - 1) / 2] + us[n / 2]);
+    return 0;
 }
 
 /* A device fault is sticky: nothing after it can run on this engine. */
@@ -389,7 +459,12 @@ static void fail_variant(bench_result *r, int v, const char *why)
  * faulted (the sweep must stop). */
 static bool run_11(bench_env *env, bench_work *w, bench_result *r)
 {
-    static const int order[] = {BV_FUSED, BV_FUSED_NOSNAP, BV_JOURNAL, BV_JOURNAL_ALL, BV_ROLLBACK};
+    static const int order[] = {BV_FUSED,       BV_FUSED_NOSNAP, BV_JOURNAL,
+                                BV_JOURNAL_ALL, BV_ROLLBACK,     BV_COMMIT};
+    /* The host write the timed columns no longer hold; where it fails, the columns that read
+     * accepted counts fail with their own messages. */
+    if (measure_count_write(env, w, &r->count_write_us) != 0)
+        r->count_write_us = 0.0;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const int v = order[i];
         char why[sizeof r->v[v].failure] = "";
@@ -410,16 +485,28 @@ static bool run_11(bench_env *env, bench_work *w, bench_result *r)
         t1 = bench_now_us();
         r->check_s += (t1 - t0) / 1e6;
         t0 = t1;
-        if (rc == 0 && bench_work_capture_11(w, v) != 0) {
+        if (rc == 0 && (bench_work_capture_11(w, v) != 0 ||
+                        (v == BV_COMMIT && bench_work_capture_extra(w, BX_REFILL) != 0))) {
             snprintf(why, sizeof why, "%.390s", bench_error);
             rc = -1;
         }
         t1 = bench_now_us();
         r->capture_s += (t1 - t0) / 1e6;
         t0 = t1;
-        if (rc == 0 && (bench_work_prepare(w, v) != 0 || measure(env, w, v, &r->v[v]) != 0)) {
-            snprintf(why, sizeof why, "timing: %.380s", bench_error);
-            rc = -1;
+        if (rc == 0) {
+            int m = bench_work_prepare(w, v) != 0 ? -1
+                    : v == BV_COMMIT              ? measure_commit(env, w, r)
+                                                  : measure(env, w, v, &r->v[v]);
+            if (m != 0)
+                snprintf(why, sizeof why, "timing: %.380s", bench_error);
+            rc = m < 0 ? -1 : rc;
+            if (m > 0) {
+                /* Timed and checked, but no time to report: not a failure of the column. */
+                r->v[v].status = BS_SKIPPED;
+                snprintf(r->v[v].failure, sizeof r->v[v].failure, "%.390s", bench_error);
+                r->timing_s += (bench_now_us() - t0) / 1e6;
+                continue;
+            }
         }
         r->timing_s += (bench_now_us() - t0) / 1e6;
         if (rc != 0) {
@@ -529,19 +616,78 @@ static bool run_config(bench_env *env, const bench_config *c, bench_result *r)
     return alive;
 }
 
-/* --mode per-op, one configuration: the 1.0 check, then the packed program and each of its
- * operations alone, graph-replayed over the rotation of sets, one table line. The scan reads
- * the prep outputs the captures' warm-ups left in every set; replayed alone, each operation
- * runs on the ring and state the previous replay left, as the whole program does. Returns
- * false when the device faulted; `*failed` counts a FAILED line. */
+/* The columns of --mode per-op, each graph-replayed over the rotation of sets: the packed
+ * program and its operations alone (1.0), then the FINAL_ONLY verify whole, its two stages
+ * alone (CUDA only) and the JOURNAL verify whole (1.2; not with --no-1.1). */
+static const struct per_op_col {
+    const char *name;
+    int kind, which;
+    bool is_11, cuda_only;
+} per_op_cols[] = {
+    {"packed", REP_VARIANT, BV_PACK_GRAPH, false, false},
+    {"conv", REP_OP, TU_OP_CONV, false, false},
+    {"prep", REP_OP, TU_OP_PREP, false, false},
+    {"scan", REP_OP, TU_OP_SCAN, false, false},
+    {"scan-nosnap", REP_OP, TU_OP_SCAN_NOSNAP, false, false},
+    {"fused-nosnap", REP_VARIANT, BV_FUSED_NOSNAP, true, false},
+    {"prologue", REP_EXTRA, BX_PROLOGUE, true, true},
+    {"row-loop", REP_EXTRA, BX_ROWS, true, true},
+    {"journal", REP_VARIANT, BV_JOURNAL, true, false},
+};
+#define PER_OP_COLS (sizeof per_op_cols / sizeof per_op_cols[0])
+
+static int per_op_width(size_t i)
+{
+    return strlen(per_op_cols[i].name) > 11 ? 12 : 11;
+}
+
+/* Checks (the 1.1 verifies: against the 1.0 packed program, bit for bit) and captures column
+ * `k` on every set. The stage columns replay the FINAL_ONLY verify cut down to one kernel:
+ * they are timed only where fused-nosnap passed its check (`nosnap_ok`). Returns 0, 1 on a
+ * mismatch (in `why`), -1 on a failure (in bench_error). */
+static int per_op_setup(bench_work *w, const struct per_op_col *k, bool nosnap_ok, char *why,
+                        size_t why_len)
+{
+    size_t words = 0;
+    int rc;
+    switch (k->kind) {
+    case REP_OP:
+        return bench_work_capture_op(w, k->which);
+    case REP_EXTRA:
+        if (!nosnap_ok) {
+            snprintf(why, why_len, "not timed: fused-nosnap did not pass its check");
+            return 1;
+        }
+        return bench_work_capture_extra(w, k->which);
+    default:
+        if (!k->is_11)
+            return 0;
+        rc = bench_work_check_11(w, k->which, why, why_len, &words);
+        if (rc != 0)
+            return rc;
+        if (bench_work_capture_11(w, k->which) != 0 || bench_work_prepare(w, k->which) != 0)
+            return -1;
+        return 0;
+    }
+}
+
+/* --mode per-op, one configuration: the 1.0 check, then each column of per_op_cols, checked
+ * where it is a 1.1 verify, graph-replayed over the rotation of sets: one table line, then
+ * one line per FAILED column. The scan reads the prep outputs the captures' warm-ups left in
+ * every set; replayed alone, each operation runs on the ring and state the previous replay
+ * left, as the whole program does. Returns false when the device faulted; `*failed` counts a
+ * FAILED line or column. */
 static bool run_per_op(bench_env *env, const bench_config *c, size_t *failed)
 {
     bench_result r;
-    bench_stats st[1 + TU_OP_COUNT];
+    bench_stats st[PER_OP_COLS];
+    int status[PER_OP_COLS];
+    char col_why[PER_OP_COLS][400];
     bench_work *w = NULL;
     char why[sizeof r.failure] = "";
     size_t words = 0;
     int rc = -1;
+    bool faulted = false, nosnap_ok = false;
 
     if (!size_config(env, c, &r)) {
         snprintf(why, sizeof why, "%s", r.failure);
@@ -552,27 +698,56 @@ static bool run_per_op(bench_env *env, const bench_config *c, size_t *failed)
         snprintf(why, sizeof why, "%s", bench_error);
         rc = -1;
     }
-    for (int i = 0; i <= TU_OP_COUNT && rc == 0; i++) {
-        const rep_ctx x = {w, BV_PACK_GRAPH, i - 1, bench_work_sets(w)};
+    for (size_t i = 0; i < PER_OP_COLS && rc == 0; i++) {
+        const struct per_op_col *k = &per_op_cols[i];
+        const rep_ctx x = {w, k->kind, k->which, bench_work_sets(w)};
+        int crc;
         memset(&st[i], 0, sizeof st[i]);
-        if ((i > 0 && bench_work_capture_op(w, i - 1) != 0) || measure_reps(env, x, &st[i]) != 0) {
-            snprintf(why, sizeof why, "%s: %.560s", i == 0 ? "packed program" : tu_op_name[i - 1],
-                     bench_error);
+        col_why[i][0] = '\0';
+        status[i] = BS_SKIPPED;
+        if (faulted || (k->is_11 && !env->with_11) ||
+            (k->cuda_only && env->backend != MEMRA_BACKEND_CUDA))
+            continue;
+        crc = per_op_setup(w, k, nosnap_ok, col_why[i], sizeof col_why[i]);
+        if (crc == 0 && measure_reps(env, x, &st[i]) != 0)
+            crc = -1;
+        if (crc < 0)
+            snprintf(col_why[i], sizeof col_why[i], "%.390s", bench_error);
+        status[i] = crc == 0 ? BS_OK : BS_FAILED;
+        if (crc == 0) {
+            nosnap_ok = nosnap_ok || (k->kind == REP_VARIANT && k->which == BV_FUSED_NOSNAP);
+            continue;
+        }
+        if (!k->is_11) {
+            /* A 1.0 column fails the line, as the 1.0 check does. */
+            snprintf(why, sizeof why, "%s: %.560s", k->name, col_why[i]);
             rc = -1;
         }
+        faulted = device_faulted(env);
     }
     printf("per-op %-7s %4zu %4zu", c->shape, c->t, c->b);
     if (rc == 0) {
-        for (int i = 0; i <= TU_OP_COUNT; i++)
-            printf(" %11.2f", st[i].med_us);
-        printf(" %11.2f\n", r.floor_us);
+        for (size_t i = 0; i < PER_OP_COLS; i++) {
+            if (status[i] == BS_OK)
+                printf(" %*.2f", per_op_width(i), st[i].med_us);
+            else
+                printf(" %*s", per_op_width(i), status[i] == BS_FAILED ? "FAILED" : "-");
+            if (i == TU_OP_COUNT)
+                printf(" %11.2f", r.floor_us);
+        }
+        putchar('\n');
+        for (size_t i = 0; i < PER_OP_COLS; i++)
+            if (status[i] == BS_FAILED) {
+                printf("    %s FAILED: %s\n", per_op_cols[i].name, col_why[i]);
+                ++*failed;
+            }
     } else {
         printf(" FAILED: %s\n", why);
         ++*failed;
     }
     fflush(stdout);
     bench_work_destroy(w);
-    return rc == 0 || !device_faulted(env);
+    return (rc == 0 && !faulted) || !device_faulted(env);
 }
 
 /* The quick sweep (CI's smoke test) keeps the production shape to its cheapest verifies. */
@@ -609,8 +784,17 @@ static int run_per_op_sweep(bench_env *env, options *o)
     printf("memra_bench --mode per-op: %s, %s; copy bandwidth %.1f GB/s (read + write)\n",
            env->backend == MEMRA_BACKEND_CUDA ? "CUDA" : "CPU", env->device, env->copy_best_gbs);
     printf("median us of graph replays; floor: the packed program's bytes at the copy rate\n");
-    printf("per-op %-7s %4s %4s %11s %11s %11s %11s %11s %11s\n", "shape", "T", "B", "packed",
-           "conv", "prep", "scan", "scan-nosnap", "floor");
+    printf("packed .. scan-nosnap: the 1.0 packed program and each of its operations alone;\n"
+           "fused-nosnap: memra_gdn_verify FINAL_ONLY, o only; prologue, row-loop: its two\n"
+           "kernels alone (MEMRA_VERIFY_STAGE, CUDA only, '-' elsewhere); journal: JOURNAL mode,\n"
+           "accepted counts uniform in 1..T in device memory\n");
+    printf("per-op %-7s %4s %4s", "shape", "T", "B");
+    for (size_t i = 0; i < PER_OP_COLS; i++) {
+        printf(" %*s", per_op_width(i), per_op_cols[i].name);
+        if (i == TU_OP_COUNT)
+            printf(" %11s", "floor");
+    }
+    putchar('\n');
     for (size_t si = 0; si < TU_N_SHAPES && alive; si++)
         for (size_t bi = 0; bi < o->n_b && alive; bi++)
             for (size_t ti = 0; ti < o->n_t && alive; ti++) {
@@ -700,6 +884,15 @@ int main(int argc, char **argv)
              (unsigned)(abi & 0xffff));
     snprintf(env.commit, sizeof env.commit, "%s", o.commit);
     join_args(env.command, sizeof env.command, argc, argv);
+    /* The CUDA backend's profiling switch cuts every verify down to one kernel: only the
+     * per-op mode's stage captures may run with it, never a check or a timed column. */
+    if (getenv("MEMRA_VERIFY_STAGE") != NULL) {
+        fprintf(stderr,
+                "memra_bench: ignoring MEMRA_VERIFY_STAGE=%s (set only while the per-op "
+                "mode captures its stage columns)\n",
+                getenv("MEMRA_VERIFY_STAGE"));
+        (void)unsetenv("MEMRA_VERIFY_STAGE");
+    }
     if (create_engine(&env, &o) != 0) {
         fprintf(stderr, "memra_bench: %s\n", bench_error);
         return EXIT_SETUP;

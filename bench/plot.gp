@@ -18,9 +18,9 @@ set xlabel 'T (rows per verify)'
 set grid xtics ytics mytics lc rgb '#dddddd'
 set bars small
 
-# One style per variant, in the order of vkeys; 10 and 11 are the floors.
-vkeys = 'row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback'
-vnames = '"per-row eager" "per-row graph" "packed eager" "packed graph" fused fused-nosnap journal "journal, all accepted" rollback'
+# One style per variant, in the order of vkeys; 11 and 12 are the floors.
+vkeys = 'row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback commit'
+vnames = '"per-row eager" "per-row graph" "packed eager" "packed graph" fused fused-nosnap journal "journal, all accepted" rollback commit'
 set style line 1 lc rgb '#d95f02' lw 1.5 pt 7 ps 0.6 dt 2
 set style line 2 lc rgb '#d95f02' lw 2 pt 7 ps 0.6
 set style line 3 lc rgb '#1b9e77' lw 1.5 pt 5 ps 0.6 dt 2
@@ -30,8 +30,9 @@ set style line 6 lc rgb '#386cb0' lw 1.5 pt 8 ps 0.7 dt 4
 set style line 7 lc rgb '#7570b3' lw 2 pt 13 ps 0.7
 set style line 8 lc rgb '#7570b3' lw 1.5 pt 12 ps 0.7 dt 2
 set style line 9 lc rgb '#666666' lw 1.5 pt 3 ps 0.6
-set style line 10 lc rgb '#000000' lw 1.5 dt 3
-set style line 11 lc rgb '#000000' lw 1 dt 5
+set style line 10 lc rgb '#e7298a' lw 1.5 pt 11 ps 0.7
+set style line 11 lc rgb '#000000' lw 1.5 dt 3
+set style line 12 lc rgb '#000000' lw 1 dt 5
 
 # Column c of the rows of the current panel (shape s, B = b) that were checked, NaN elsewhere.
 sel(c) = (strcol('shape') eq s && column('b') == b && strcol('status') eq 'ok') ? column(c) : NaN
@@ -60,8 +61,8 @@ do for [pi = 1:npanel] {
                               k, k, k, vi, word(vnames, vi))
         }
     }
-    cmd = cmd."csv using (sel('t')):(sel('floor_us')) with lines ls 10 title 'floor, snapshots', "
-    cmd = cmd."csv using (sel('t')):(sel('fused_nosnap_floor_us')) with lines ls 11 title 'floor, no snapshots'"
+    cmd = cmd."csv using (sel('t')):(sel('floor_us')) with lines ls 11 title 'floor, snapshots', "
+    cmd = cmd."csv using (sel('t')):(sel('fused_nosnap_floor_us')) with lines ls 12 title 'floor, no snapshots'"
     eval('plot '.cmd)
 }
 
@@ -74,7 +75,7 @@ if (extra >= 1) {
     set yrange [0:*]
     plot for [i = 1:npanel] csv using (seli(i, 't')):(seli(i, 'speedup_graph')) with linespoints \
              lw 1.5 pt 7 ps 0.6 title sprintf('%s, B = %s', word(pshapes, i), word(pbs, i)), \
-         1 with lines ls 10 notitle
+         1 with lines ls 11 notitle
 }
 if (extra >= 2) {
     set title 'packed graph: floor / median'
@@ -89,6 +90,6 @@ if (extra >= 3) {
     set yrange [0:*]
     plot for [i = 1:npanel] csv using (seli(i, 't')):(100 * seli(i, 'spread')) with linespoints \
              lw 1.5 pt 7 ps 0.6 title sprintf('%s, B = %s', word(pshapes, i), word(pbs, i)), \
-         100 * noisy with lines ls 10 notitle
+         100 * noisy with lines ls 11 notitle
 }
 unset multiplot

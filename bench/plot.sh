@@ -43,7 +43,7 @@ n=$(echo $panels | wc -w)
 # Variants timed in at least one configuration (a column that FAILED everywhere is left out
 # rather than drawn empty).
 present=" "
-for v in row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback; do
+for v in row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback commit; do
     c=$(col "${v}_status")
     [ -n "$c" ] || continue
     if awk -F, -v c="$c" 'NR > 1 && $c == "ok" { found = 1 } END { exit !found }' "$csv"; then

@@ -78,7 +78,10 @@ void bench_report_header(FILE *f, const bench_env *env)
             "verify's bytes at the best copy\n  bandwidth; fl%%pk: floor / pack-graph; "
             "speedup: row-graph / pack-graph; spread: largest (max - min) / median of\n"
             "  the row's variants, 'noisy' above %.0f%%; fused, fused-nosnap, journal: "
-            "memra_gdn_verify (1.1), graph-replayed\n",
+            "memra_gdn_verify (1.1), graph-replayed;\n  journal, rollback, commit: accepted "
+            "counts in device memory, written before each sample; commit: a graph of\n  a "
+            "refill verify and the commit less a graph of the refill verify alone; count write: "
+            "one host\n  write of the B counts (memra_htod_u32_into), timed alone\n",
             100.0 * BENCH_NOISY_SPREAD);
     fprintf(f, "%-6s %3s %3s %4s %-4s", "shape", "T", "B", "sets", "");
     for (int v = 0; v < BV_COUNT; v++)
@@ -125,7 +128,12 @@ void bench_report_line(FILE *f, const bench_env *env, const bench_result *r)
             fprintf(f, " %*s", col_width(v), "");
     }
     fputc('\n', f);
+    if (r->count_write_us > 0.0)
+        fprintf(f, "  count write (host to device, %zu words): %.2f us\n", c->b, r->count_write_us);
     for (int v = 0; v < BV_COUNT; v++) {
+        /* A skipped column with a message was checked and timed but has no time (commit). */
+        if (r->v[v].status == BS_SKIPPED && r->v[v].failure[0] != '\0')
+            fprintf(f, "    %s not timed: %s\n", bench_variant_name[v], r->v[v].failure);
         if (r->v[v].status != BS_FAILED)
             continue;
         if (strcmp(last_failure[v], r->v[v].failure) == 0) {
@@ -208,7 +216,7 @@ void bench_report_summary(FILE *f, const bench_env *env, const bench_result *rs,
         double best = -1.0, worst = 2e9;
         char best_at[64] = "", worst_at[64] = "";
         if (v == BV_JOURNAL_ALL || v == BV_ROLLBACK)
-            continue;
+            continue; /* the summary lists pack-graph, fused, fused-nosnap, journal, commit */
         for (size_t i = 0; i < n; i++) {
             double fr = floor_fraction(env, &rs[i], v);
             if (fr < 0.0)
@@ -311,7 +319,7 @@ int bench_write_csv(const bench_env *env, const char *path, const bench_result *
     }
     /* bench/plot.gp reads the columns by name. */
     fputs("shape,num_k,num_v,t,b,backend,device,status,noisy,sets,spread,floor_bytes,floor_us,"
-          "floor_state_us,speedup_graph,speedup_eager",
+          "floor_state_us,speedup_graph,speedup_eager,count_write_us",
           f);
     for (int v = 0; v < BV_COUNT; v++) {
         const char *k = bench_variant_key[v];
@@ -341,6 +349,9 @@ int bench_write_csv(const bench_env *env, const char *path, const bench_result *
                     r->v[BV_ROW_EAGER].med_us / r->v[BV_PACK_EAGER].med_us);
         else
             fputc(',', f);
+        fputc(',', f);
+        if (r->ok && r->count_write_us > 0.0)
+            fprintf(f, "%.4f", r->count_write_us);
         for (int v = 0; v < BV_COUNT; v++) {
             const bench_stats *s = &r->v[v];
             int status = r->ok ? s->status : BS_FAILED;
@@ -385,6 +396,8 @@ static void write_variant(FILE *f, const bench_env *env, const bench_result *r, 
         return;
     }
     if (status != BS_OK) {
+        if (r->ok && s->failure[0] != '\0')
+            json_kv(f, ", ", "note", s->failure);
         fputc('}', f);
         return;
     }
@@ -397,6 +410,9 @@ static void write_variant(FILE *f, const bench_env *env, const bench_result *r, 
     json_num(f, bench_stats_floor_us(env, s));
     fputs(", \"floor_fraction\": ", f);
     json_num(f, bench_stats_floor_us(env, s) / s->med_us);
+    if (v == BV_COMMIT)
+        fprintf(f, ",\n         \"graph_median_us\": %.4f, \"refill_median_us\": %.4f",
+                r->commit_graph_us, r->commit_refill_us);
     fputs(",\n         \"samples_us\": [", f);
     for (size_t i = 0; i < s->samples; i++)
         fprintf(f, "%s%.4f", i ? ", " : "", s->sample_us[i]);
@@ -465,9 +481,15 @@ int bench_write_json(const bench_env *env, const char *path, const bench_result 
             "\"bytes\": \"what the variant's launches move, every input read once and every output "
             "written once (bench/README.md)\",\n    \"floor\": \"packed verify bytes / best copy "
             "bandwidth\",\n    \"floor_state\": \"(T + 1) x state bytes x B / best copy bandwidth "
-            "(docs/performance.md)\",\n    \"accepted\": \"journal and rollback: counts uniform in "
-            "1..T per sequence, drawn for every replay and written with memra_htod_u32_into "
-            "before it; journal_all: T for every sequence\"\n  },\n",
+            "(docs/performance.md)\",\n    \"accepted\": \"journal, rollback and commit: counts "
+            "uniform in 1..T per sequence, drawn anew for every set before every sample and "
+            "written into each set's device buffer before the sample's clock starts; "
+            "journal_all: T for every sequence\",\n    \"commit\": \"median of a graph of the "
+            "refill verify (JOURNAL mode, accepted 0) and memra_gdn_journal_commit, less the "
+            "median of a graph of the refill verify alone, both over the same rotation\",\n    "
+            "\"count_write\": \"one memra_htod_u32_into of the B accepted counts alone: median "
+            "over a few hundred calls, each timed with the clock above; added to no variant\"\n  "
+            "},\n",
             BENCH_NOISY_SPREAD, (unsigned long long)env->rotate_bytes, env->max_sets,
             env->sample_us, env->samples);
     fputs("  \"results\": [", f);
@@ -501,10 +523,14 @@ int bench_write_json(const bench_env *env, const char *path, const bench_result 
         }
         fprintf(f,
                 "\n     \"accepted\": {\"seed\": %llu, \"journal_mean\": %.3f},\n     "
-                "\"seconds\": {\"setup\": %.3f, \"check\": %.3f, \"capture\": %.3f, \"timing\": "
+                "\"count_write_us\": ",
+                (unsigned long long)r->accepted_seed, r->journal_mean_accepted);
+        json_num(f, r->count_write_us > 0.0 ? r->count_write_us : -1.0);
+        fprintf(f,
+                ",\n     \"seconds\": {\"setup\": %.3f, \"check\": %.3f, \"capture\": %.3f, "
+                "\"timing\": "
                 "%.3f},\n     \"variants\": {",
-                (unsigned long long)r->accepted_seed, r->journal_mean_accepted, r->setup_s,
-                r->check_s, r->capture_s, r->timing_s);
+                r->setup_s, r->check_s, r->capture_s, r->timing_s);
         for (int v = 0; v < BV_COUNT; v++) {
             if (v)
                 fputc(',', f);

@@ -10,15 +10,17 @@
 
 #include "bench.h"
 
-const char *const bench_variant_key[BV_COUNT] = {"row_eager",    "row_graph",   "packed_eager",
-                                                 "packed_graph", "fused",       "fused_nosnap",
-                                                 "journal",      "journal_all", "rollback"};
-const char *const bench_variant_name[BV_COUNT] = {"row-eager",  "row-graph",   "pack-eager",
-                                                  "pack-graph", "fused",       "fused-nosnap",
-                                                  "journal",    "journal-all", "rollback"};
+const char *const bench_variant_key[BV_COUNT] = {
+    "row_eager",    "row_graph", "packed_eager", "packed_graph", "fused",
+    "fused_nosnap", "journal",   "journal_all",  "rollback",     "commit"};
+const char *const bench_variant_name[BV_COUNT] = {
+    "row-eager",    "row-graph", "pack-eager",  "pack-graph", "fused",
+    "fused-nosnap", "journal",   "journal-all", "rollback",   "commit"};
 /* The all-accepted journal is the worst case of the journal column: files only. */
 const bool bench_variant_in_table[BV_COUNT] = {true, true, true,  true, true,
-                                               true, true, false, true};
+                                               true, true, false, true, true};
+const char *const bench_extra_name[BX_COUNT] = {"refill verify", "verify prologue",
+                                                "verify row loop"};
 
 int bench_variant_from_key(const char *key)
 {

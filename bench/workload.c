@@ -1,14 +1,15 @@
 /*
  * The benchmarked work: buffers for one configuration, the per-row chain and the packed
- * program (eager and as captured graphs), the 1.1 one-launch verify in its three modes and the
- * device-side rollback (as captured graphs), and the bit-identity checks that must pass before
- * any of them is timed.
+ * program (eager and as captured graphs), the 1.1 one-launch verify in its three modes, the
+ * journal commit and the device-side rollback (as captured graphs), and the bit-identity checks
+ * that must pass before any of them is timed.
  *
  * Each configuration owns several "sets": complete, independent verifies (rings, states,
- * journals, inputs, outputs, snapshots, pointer tables and one graph per program). Timing
- * rotates through the sets so that a set's memory has left the cache before it is used again;
- * every rep is a full, valid verify of its own set. The only host copies between reps are the
- * accepted counts of the journal and rollback replays, which a host writes before every verify.
+ * journals, accepted counts, inputs, outputs, snapshots, pointer tables and one graph per
+ * program). Timing rotates through the sets so that a set's memory has left the cache before it
+ * is used again; every rep is a full, valid verify of its own set. The graphs read their set's
+ * accepted counts from device memory; new counts are written into every set's buffer before
+ * each sample, outside the timed region, so nothing is copied from the host between reps.
  */
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +103,11 @@ uint64_t bench_variant_bytes(const bench_config *c, int v)
         /* One state and one ring read (a snapshot, or the final ones) and written to the
          * canonical buffers per sequence, the table and the counts read. */
         return 2 * (S + R) * B + B * MEMRA_TABLE_WIDTH * sizeof(uint64_t) + counts;
+    case BV_COMMIT:
+        /* The state and the ring read and written once, the journal read once (its whole
+         * length), the weights, the table and the counts read. */
+        return 2 * (S + R) * B + c->journal_words * f * B + weights +
+               B * MEMRA_TABLE_WIDTH * sizeof(uint64_t) + counts;
     default:
         return 0;
     }
@@ -110,8 +116,8 @@ uint64_t bench_variant_bytes(const bench_config *c, int v)
 /* ---- buffers ---- */
 
 /* Graphs of the 1.1 variants, one per set (both journal variants replay the same graph with
- * different accepted counts). */
-enum { G_FUSED, G_NOSNAP, G_JOURNAL, G_ROLLBACK, G_COUNT };
+ * different accepted counts; the commit's is a refill verify and the commit). */
+enum { G_FUSED, G_NOSNAP, G_JOURNAL, G_ROLLBACK, G_COMMIT, G_COUNT };
 
 static int graph_of(int v)
 {
@@ -123,9 +129,17 @@ static int graph_of(int v)
     case BV_JOURNAL:
     case BV_JOURNAL_ALL:
         return G_JOURNAL;
+    case BV_COMMIT:
+        return G_COMMIT;
     default:
         return G_ROLLBACK;
     }
+}
+
+/* The variants that run in JOURNAL mode on the journals. */
+static bool uses_journal(int v)
+{
+    return v == BV_JOURNAL || v == BV_JOURNAL_ALL || v == BV_COMMIT;
 }
 
 typedef struct bench_set {
@@ -136,6 +150,8 @@ typedef struct bench_set {
     MemraSliceMutF32 conv_outs, q, k, v, beta, g_log, o, snap_conv, snap_ssm;
     /* Sequence b's journal at b * journal_stride, zero-filled (empty) at creation. */
     MemraSliceMutF32 journal;
+    /* The accepted counts this set's graphs read, [B] (a part of bench_work's `counts`). */
+    MemraSliceMutU32 accepted;
     MemraSliceMutU64 table;   /* [B, 3]: ring, canonical, alternate */
     MemraSliceMutU64 table_j; /* [B, 3]: ring, canonical, journal (JOURNAL mode) */
     /* Per-row chain, row-major [T, B, ...], so that row r of all B sequences is contiguous as
@@ -153,6 +169,7 @@ typedef struct bench_set {
     MemraGraph *graph_rows, *graph_packed;
     MemraGraph *graph11[G_COUNT];
     MemraGraph *graph_op[TU_OP_COUNT]; /* the per-op mode's, one operation each */
+    MemraGraph *graph_x[BX_COUNT];     /* enum bench_extra */
     float *arena;
     uint64_t *table_arena;
 } bench_set;
@@ -174,9 +191,10 @@ struct bench_work {
     /* Set 0's initial ring and canonical state, to restart it between the check's runs. */
     float *ring0, *canon0;
     size_t journal_stride; /* words between two sequences' journals, 0 without a journal */
-    /* The accepted counts every journal and rollback replay reads, written before each. */
-    MemraSliceMutU32 accepted;
-    uint32_t *h_draw, *h_fixed;
+    /* Every set's accepted counts in one device buffer, set i's at i * B, then B zeros (`zero`,
+     * the refill verify's, never written); `h_counts` holds what the sets' parts hold. */
+    MemraSliceMutU32 counts, zero;
+    uint32_t *h_counts, *h_draw, *h_fixed;
     uint64_t seed, rng;
     double accepted_sum;
     uint64_t accepted_draws;
@@ -453,18 +471,21 @@ void bench_work_destroy(bench_work *w)
             (void)memra_graph_destroy(e, s->graph11[g]);
         for (int op = 0; op < TU_OP_COUNT; op++)
             (void)memra_graph_destroy(e, s->graph_op[op]);
+        for (int x = 0; x < BX_COUNT; x++)
+            (void)memra_graph_destroy(e, s->graph_x[x]);
         (void)memra_free(e, s->arena);
         (void)memra_free(e, s->table_arena);
     }
     (void)memra_free(e, w->w.ptr);
     (void)memra_free(e, w->dt_bias.ptr);
     (void)memra_free(e, w->a.ptr);
-    (void)memra_free(e, w->accepted.ptr);
+    (void)memra_free(e, w->counts.ptr);
     if (w->have_pk)
         results_free(&w->pk);
     free(w->sets);
     free(w->ring0);
     free(w->canon0);
+    free(w->h_counts);
     free(w->h_draw);
     free(w->h_fixed);
     free(w);
@@ -490,6 +511,7 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
     w->sets = calloc(sets, sizeof *w->sets);
     w->ring0 = malloc(c->b * c->ring_words * sizeof(float));
     w->canon0 = malloc(c->b * c->state_words * sizeof(float));
+    w->h_counts = calloc(sets * c->b, sizeof *w->h_counts);
     w->h_draw = calloc(c->b, sizeof *w->h_draw);
     w->h_fixed = calloc(c->b, sizeof *w->h_fixed);
     host_words = c->b * c->state_words;
@@ -498,7 +520,7 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
     h_a = malloc(host_words * sizeof(float));
     h_b = malloc(host_words * sizeof(float));
     if (w->sets == NULL || w->ring0 == NULL || w->canon0 == NULL || w->h_draw == NULL ||
-        w->h_fixed == NULL || h_a == NULL || h_b == NULL) {
+        w->h_fixed == NULL || w->h_counts == NULL || h_a == NULL || h_b == NULL) {
         bench_fail("out of host memory for %zu sets", sets);
         goto fail;
     }
@@ -513,11 +535,13 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
                  st == MEMRA_STATUS_OK ? "returned a length of 0" : memra_last_error_message());
     }
     if (env->with_11) {
-        st = memra_alloc_u32(e, c->b, MEMRA_ALLOC_INIT_ZEROED, &w->accepted);
+        st = memra_alloc_u32(e, (sets + 1) * c->b, MEMRA_ALLOC_INIT_ZEROED, &w->counts);
         if (st != MEMRA_STATUS_OK) {
-            w->accepted = (MemraSliceMutU32){NULL, 0};
+            w->counts = (MemraSliceMutU32){NULL, 0};
             snprintf(w->accepted_error, sizeof w->accepted_error, "memra_alloc_u32: %s: %s",
                      memra_status_string(st), memra_last_error_message());
+        } else {
+            w->zero = (MemraSliceMutU32){w->counts.ptr + sets * c->b, c->b};
         }
     }
 
@@ -561,6 +585,8 @@ int bench_work_create(bench_env *env, const bench_config *c, size_t sets, bench_
             goto fail;
         }
         s->table_arena = tables.ptr;
+        if (w->counts.ptr != NULL)
+            s->accepted = (MemraSliceMutU32){w->counts.ptr + i * c->b, c->b};
         cv = (carver){arena.ptr, 0};
         carve_set(c, &cv, s);
         if (fill_set(w, s, i, h_a, h_b) != 0)
@@ -626,7 +652,7 @@ static MemraStatus args_11(const bench_work *w, const bench_set *s, int v, bool 
                            MemraVerifyArgs *va)
 {
     const bench_config *c = &w->c;
-    const bool journal = v == BV_JOURNAL || v == BV_JOURNAL_ALL;
+    const bool journal = uses_journal(v);
     const MemraVerifyMode mode = v == BV_FUSED_NOSNAP ? MEMRA_VERIFY_MODE_FINAL_ONLY
                                  : journal            ? MEMRA_VERIFY_MODE_JOURNAL
                                                       : MEMRA_VERIFY_MODE_SNAPSHOTS;
@@ -659,8 +685,31 @@ static MemraStatus args_11(const bench_work *w, const bench_set *s, int v, bool 
         va->snap_ssm = s->snap_ssm;
     }
     if (journal || v == BV_ROLLBACK)
-        va->accepted = (MemraSliceU32){w->accepted.ptr, w->accepted.len};
+        va->accepted = (MemraSliceU32){s->accepted.ptr, s->accepted.len};
     return MEMRA_STATUS_OK;
+}
+
+static MemraStatus enqueue_commit(MemraEngine *e, const bench_work *w, const bench_set *s)
+{
+    MemraVerifyArgs va;
+    MemraStatus st = args_11(w, s, BV_COMMIT, false, &va);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    st = memra_gdn_journal_commit(e, &va);
+    return st == MEMRA_STATUS_OK ? st : op_failed("memra_gdn_journal_commit", st);
+}
+
+/* The refill verify: JOURNAL mode, `o` only, accepted counts 0 from the zero-filled buffer.
+ * It folds nothing, leaves ring and state as they are and fills the journal with T rows. */
+static MemraStatus enqueue_refill(MemraEngine *e, const bench_work *w, const bench_set *s)
+{
+    MemraVerifyArgs va;
+    MemraStatus st = args_11(w, s, BV_JOURNAL, false, &va);
+    if (st != MEMRA_STATUS_OK)
+        return st;
+    va.accepted = (MemraSliceU32){w->zero.ptr, w->zero.len};
+    st = memra_gdn_verify(e, &va);
+    return st == MEMRA_STATUS_OK ? st : op_failed("memra_gdn_verify (JOURNAL, refill)", st);
 }
 
 static MemraStatus enqueue_11(MemraEngine *e, const bench_work *w, const bench_set *s, int v,
@@ -675,22 +724,16 @@ static MemraStatus enqueue_11(MemraEngine *e, const bench_work *w, const bench_s
         st = memra_gdn_rollback(e, &va);
         return st == MEMRA_STATUS_OK ? st : op_failed("memra_gdn_rollback", st);
     }
+    if (v == BV_COMMIT) {
+        st = enqueue_refill(e, w, s);
+        return st == MEMRA_STATUS_OK ? enqueue_commit(e, w, s) : st;
+    }
     st = memra_gdn_verify(e, &va);
     if (st == MEMRA_STATUS_OK)
         return st;
     snprintf(what, sizeof what, "memra_gdn_verify (%s%s)", mode_name(va.mode),
              every_output ? ", every output" : "");
     return op_failed(what, st);
-}
-
-static MemraStatus enqueue_commit(MemraEngine *e, const bench_work *w, const bench_set *s)
-{
-    MemraVerifyArgs va;
-    MemraStatus st = args_11(w, s, BV_JOURNAL, false, &va);
-    if (st != MEMRA_STATUS_OK)
-        return st;
-    st = memra_gdn_journal_commit(e, &va);
-    return st == MEMRA_STATUS_OK ? st : op_failed("memra_gdn_journal_commit", st);
 }
 
 /* Waits for the engine: errors the operations found in device data (an accepted count out of
@@ -701,18 +744,33 @@ static int sync_after(MemraEngine *e, const char *what)
     return st == MEMRA_STATUS_OK ? 0 : bench_fail_status(what, st);
 }
 
-static int write_counts(bench_work *w, const uint32_t *host)
+/* Writes `n` host counts into device counts `dst`. */
+static int upload_counts(bench_work *w, const uint32_t *host, size_t n, MemraSliceMutU32 dst)
 {
-    MemraStatus st =
-        memra_htod_u32_into(w->env->engine, (MemraSliceU32){host, w->c.b}, w->accepted);
+    MemraStatus st = memra_htod_u32_into(w->env->engine, (MemraSliceU32){host, n}, dst);
     return st == MEMRA_STATUS_OK ? 0 : bench_fail_status("memra_htod_u32_into (accepted)", st);
 }
 
-static int write_fixed(bench_work *w, uint32_t n)
+/* Writes B counts into set s's buffer (and its part of h_counts). */
+static int write_counts(bench_work *w, const bench_set *s, const uint32_t *host)
+{
+    const size_t B = w->c.b;
+    memcpy(w->h_counts + (size_t)(s - w->sets) * B, host, B * sizeof *host);
+    return upload_counts(w, host, B, s->accepted);
+}
+
+static int write_fixed(bench_work *w, const bench_set *s, uint32_t n)
 {
     for (size_t b = 0; b < w->c.b; b++)
         w->h_fixed[b] = n;
-    return write_counts(w, w->h_fixed);
+    return write_counts(w, s, w->h_fixed);
+}
+
+/* Writes h_counts into every set's buffer in one copy. */
+static int write_all_counts(bench_work *w)
+{
+    const size_t n = w->n_sets * w->c.b;
+    return upload_counts(w, w->h_counts, n, (MemraSliceMutU32){w->counts.ptr, n});
 }
 
 typedef struct step_ctx {
@@ -746,6 +804,16 @@ static MemraStatus step_op(MemraEngine *e, void *user)
     return enqueue_op(e, x->s, x->v);
 }
 
+/* x->v is the extra graph (enum bench_extra): the refill verify, or the FINAL_ONLY verify that
+ * MEMRA_VERIFY_STAGE cuts down to one stage. */
+static MemraStatus step_extra(MemraEngine *e, void *user)
+{
+    const step_ctx *x = user;
+    if (x->v == BX_REFILL)
+        return enqueue_refill(e, x->w, x->s);
+    return enqueue_11(e, x->w, x->s, BV_FUSED_NOSNAP, false);
+}
+
 static int capture(bench_work *w, bench_set *s)
 {
     MemraEngine *e = w->env->engine;
@@ -764,29 +832,34 @@ static int capture(bench_work *w, bench_set *s)
     return 0;
 }
 
-/* Captures variant v's graph of set s. The capture runs the step twice eagerly first, so the
- * accepted counts must be valid for it: 1 for a rollback (the set holds a SNAPSHOTS verify's
- * results, the 1.0 graphs' warm-ups wrote them), 0 for a journal (empty or not, it holds at
- * least none). */
-static int capture_11(bench_work *w, bench_set *s, int v)
+/* Replays graph g; a failure is reported as "replaying NAME". */
+static int replay(MemraEngine *e, MemraGraph *g, const char *name)
+{
+    char what[96];
+    MemraStatus st = memra_graph_launch(e, g);
+    if (st == MEMRA_STATUS_OK)
+        return 0;
+    snprintf(what, sizeof what, "replaying %s", name);
+    return bench_fail_status(what, st);
+}
+
+/* Captures `step` of `x` into *g (unless it is there already) and waits for its warm-ups. */
+static int capture_graph(bench_work *w, MemraStatus (*step)(MemraEngine *, void *), step_ctx *x,
+                         MemraGraph **g, const char *name)
 {
     MemraEngine *e = w->env->engine;
-    const int g = graph_of(v);
-    step_ctx x = {w, s, v};
     char what[96];
     MemraStatus st;
-    if (s->graph11[g] != NULL)
+    if (*g != NULL)
         return 0;
     bench_error[0] = '\0';
-    if ((g == G_JOURNAL || g == G_ROLLBACK) && write_fixed(w, g == G_ROLLBACK ? 1 : 0) != 0)
-        return -1;
-    st = memra_graph_capture(e, step_11, &x, &s->graph11[g]);
+    st = memra_graph_capture(e, step, x, g);
     if (st != MEMRA_STATUS_OK) {
         /* The step's own failure, when it had one, says more than CAPTURE_ERROR. */
         char step_error[sizeof bench_error];
         snprintf(step_error, sizeof step_error, "%s", bench_error);
-        s->graph11[g] = NULL;
-        snprintf(what, sizeof what, "capturing %s", bench_variant_name[v]);
+        *g = NULL;
+        snprintf(what, sizeof what, "capturing %s", name);
         bench_fail_status(what, st);
         if (st == MEMRA_STATUS_CAPTURE_ERROR && step_error[0] != '\0') {
             size_t used = strlen(bench_error);
@@ -795,8 +868,45 @@ static int capture_11(bench_work *w, bench_set *s, int v)
         }
         return -1;
     }
-    snprintf(what, sizeof what, "after capturing %s", bench_variant_name[v]);
+    snprintf(what, sizeof what, "after capturing %s", name);
     return sync_after(e, what);
+}
+
+/* Captures variant v's graph of set s. The capture runs the step twice eagerly first, so the
+ * accepted counts must be valid for it: 1 for a rollback (the set holds a SNAPSHOTS verify's
+ * results, the 1.0 graphs' warm-ups wrote them), 0 for a journal (empty or not, it holds at
+ * least none), 1 for a commit (its refill verify leaves T rows in the journal first). */
+static int capture_11(bench_work *w, bench_set *s, int v)
+{
+    const int g = graph_of(v);
+    step_ctx x = {w, s, v};
+    if (s->graph11[g] != NULL)
+        return 0;
+    if ((g == G_JOURNAL || g == G_ROLLBACK || g == G_COMMIT) &&
+        write_fixed(w, s, g == G_JOURNAL ? 0 : 1) != 0)
+        return -1;
+    return capture_graph(w, step_11, &x, &s->graph11[g], bench_variant_name[v]);
+}
+
+/* Captures extra graph `xg` of set s; a stage graph with MEMRA_VERIFY_STAGE set for the whole
+ * capture (its eager warm-ups included) and unset again right after. */
+static int capture_extra(bench_work *w, bench_set *s, int xg)
+{
+    static const char *const stage[BX_COUNT] = {NULL, "prologue", "scan"};
+    step_ctx x = {w, s, xg};
+    int rc;
+    if (stage[xg] != NULL && w->env->backend != MEMRA_BACKEND_CUDA) {
+        bench_fail("%s: MEMRA_VERIFY_STAGE exists on the CUDA backend only", bench_extra_name[xg]);
+        return -1;
+    }
+    if (stage[xg] != NULL && setenv("MEMRA_VERIFY_STAGE", stage[xg], 1) != 0) {
+        bench_fail("setenv MEMRA_VERIFY_STAGE failed");
+        return -1;
+    }
+    rc = capture_graph(w, step_extra, &x, &s->graph_x[xg], bench_extra_name[xg]);
+    if (stage[xg] != NULL)
+        (void)unsetenv("MEMRA_VERIFY_STAGE");
+    return rc;
 }
 
 int bench_work_capture(bench_work *w)
@@ -810,7 +920,7 @@ int bench_work_capture(bench_work *w)
 /* 0 when variant v has the buffers it needs, else -1 with the reason in bench_error. */
 static int setup_ok(const bench_work *w, int v)
 {
-    const bool journal = v == BV_JOURNAL || v == BV_JOURNAL_ALL;
+    const bool journal = uses_journal(v);
     if (journal && w->journal_error[0] != '\0') {
         bench_fail("%s", w->journal_error);
         return -1;
@@ -830,6 +940,25 @@ int bench_work_capture_11(bench_work *w, int v)
         if (capture_11(w, &w->sets[i], v) != 0)
             return -1;
     return 0;
+}
+
+int bench_work_capture_extra(bench_work *w, int x)
+{
+    if (x < 0 || x >= BX_COUNT) {
+        bench_fail("unknown extra graph %d", x);
+        return -1;
+    }
+    if (setup_ok(w, x == BX_REFILL ? BV_JOURNAL : BV_FUSED_NOSNAP) != 0)
+        return -1;
+    for (size_t i = 0; i < w->n_sets; i++)
+        if (capture_extra(w, &w->sets[i], x) != 0)
+            return -1;
+    return 0;
+}
+
+int bench_work_rep_extra(bench_work *w, int x, size_t set)
+{
+    return replay(w->env->engine, w->sets[set].graph_x[x], bench_extra_name[x]);
 }
 
 int bench_work_capture_op(bench_work *w, int op)
@@ -858,12 +987,7 @@ int bench_work_capture_op(bench_work *w, int op)
 
 int bench_work_rep_op(bench_work *w, int op, size_t set)
 {
-    char what[96];
-    MemraStatus st = memra_graph_launch(w->env->engine, w->sets[set].graph_op[op]);
-    if (st == MEMRA_STATUS_OK)
-        return 0;
-    snprintf(what, sizeof what, "replaying %s", tu_op_name[op]);
-    return bench_fail_status(what, st);
+    return replay(w->env->engine, w->sets[set].graph_op[op], tu_op_name[op]);
 }
 
 int bench_work_prepare(bench_work *w, int v)
@@ -871,37 +995,37 @@ int bench_work_prepare(bench_work *w, int v)
     MemraEngine *e = w->env->engine;
     if (v != BV_JOURNAL && v != BV_JOURNAL_ALL)
         return 0;
-    /* A journal verify that accepts nothing leaves ring and state as they are and fills the
+    /* The refill verify accepts nothing, leaves ring and state as they are and fills the
      * journal with T rows, so that every replay may accept up to T. */
-    if (write_fixed(w, 0) != 0)
-        return -1;
     for (size_t i = 0; i < w->n_sets; i++)
-        if (enqueue_11(e, w, &w->sets[i], BV_JOURNAL, false) != MEMRA_STATUS_OK)
+        if (enqueue_refill(e, w, &w->sets[i]) != MEMRA_STATUS_OK)
             return -1;
     return sync_after(e, "filling the journals");
 }
 
-static int launch(MemraEngine *e, MemraGraph *g, int v)
+int bench_work_before_sample(bench_work *w, int v)
 {
-    char what[96];
-    MemraStatus st = memra_graph_launch(e, g);
-    if (st == MEMRA_STATUS_OK)
+    const size_t n = w->n_sets * w->c.b;
+    if (v == BV_JOURNAL_ALL) {
+        for (size_t i = 0; i < n; i++)
+            w->h_counts[i] = (uint32_t)w->c.t;
+    } else if (v == BV_JOURNAL || v == BV_ROLLBACK || v == BV_COMMIT) {
+        for (size_t i = 0; i < n; i++)
+            w->h_counts[i] = draw_count(&w->rng, w->c.t);
+    } else {
         return 0;
-    snprintf(what, sizeof what, "replaying %s", bench_variant_name[v]);
-    return bench_fail_status(what, st);
+    }
+    return write_all_counts(w);
 }
 
-/* New accepted counts for every sequence, uniform in 1 .. T, written before the replay. */
-static int write_draw(bench_work *w, bool journal)
+int bench_work_write_counts(bench_work *w)
 {
-    for (size_t b = 0; b < w->c.b; b++) {
-        w->h_draw[b] = draw_count(&w->rng, w->c.t);
-        if (journal)
-            w->accepted_sum += w->h_draw[b];
-    }
-    if (journal)
-        w->accepted_draws += w->c.b;
-    return write_counts(w, w->h_draw);
+    return upload_counts(w, w->h_counts, w->c.b, w->sets[0].accepted);
+}
+
+static int launch(MemraEngine *e, MemraGraph *g, int v)
+{
+    return replay(e, g, bench_variant_name[v]);
 }
 
 int bench_work_rep(bench_work *w, int variant, size_t set)
@@ -917,18 +1041,18 @@ int bench_work_rep(bench_work *w, int variant, size_t set)
         return launch(e, s->graph_rows, variant);
     case BV_PACK_GRAPH:
         return launch(e, s->graph_packed, variant);
+    case BV_JOURNAL:
+        /* The mean accepted count is that of the counts this replay reads. */
+        for (size_t b = 0; b < w->c.b; b++)
+            w->accepted_sum += w->h_counts[set * w->c.b + b];
+        w->accepted_draws += w->c.b;
+        return launch(e, s->graph11[G_JOURNAL], variant);
     case BV_FUSED:
     case BV_FUSED_NOSNAP:
-        return launch(e, s->graph11[graph_of(variant)], variant);
-    case BV_JOURNAL:
-    case BV_ROLLBACK:
-        if (write_draw(w, variant == BV_JOURNAL) != 0)
-            return -1;
-        return launch(e, s->graph11[graph_of(variant)], variant);
     case BV_JOURNAL_ALL:
-        if (write_fixed(w, (uint32_t)w->c.t) != 0)
-            return -1;
-        return launch(e, s->graph11[G_JOURNAL], variant);
+    case BV_ROLLBACK:
+    case BV_COMMIT:
+        return launch(e, s->graph11[graph_of(variant)], variant);
     default:
         bench_fail("unknown variant %d", variant);
         return -1;
@@ -1407,6 +1531,29 @@ static int packed_from(bench_work *w, const float *ring, const float *state, res
     return read_packed(w, s, out);
 }
 
+/* Compares set 0's ring and canonical state with those of the packed program's results `ref`
+ * after counts[b] rows of each sequence. */
+static int check_after_rows(bench_work *w, const bench_set *s, const results *ref,
+                            const uint32_t *counts, const char *who, results *got, char *why,
+                            size_t why_len, size_t *compared)
+{
+    const bench_config *c = &w->c;
+    float *ring = malloc(c->b * c->ring_words * sizeof(float) + 1);
+    float *state = malloc(c->b * c->state_words * sizeof(float));
+    int rc = -1;
+    if (ring == NULL || state == NULL) {
+        bench_fail("out of host memory for a check");
+    } else {
+        gather_after(c, ref, counts, ring, state);
+        rc = check_in_place(w, s, ring, state, who,
+                            "the 1.0 packed program's after the accepted rows", got, why, why_len,
+                            compared);
+    }
+    free(ring);
+    free(state);
+    return rc;
+}
+
 /* One replay of set 0's journal graph as variant `v` (the accepted counts written before),
  * checked: the ring and the canonical state against `ring` and `state`, the outputs against
  * `want`. Returns 0, 1 on a difference (described in `why`), -1 on a failure. */
@@ -1470,7 +1617,7 @@ static int check_journal(bench_work *w, results *got, char *why, size_t why_len,
         fill(e, s->journal, zero_chunk, CHUNK_WORDS, "clearing a journal") != 0 ||
         capture_11(w, s, BV_JOURNAL) != 0 ||
         fill(e, s->journal, zero_chunk, CHUNK_WORDS, "clearing a journal") != 0 ||
-        write_fixed(w, 0) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
+        write_fixed(w, s, 0) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
         goto out;
     if (enqueue_11(e, w, s, BV_JOURNAL, true) != MEMRA_STATUS_OK ||
         sync_after(e, "journal eager, empty journal") != 0)
@@ -1484,7 +1631,7 @@ static int check_journal(bench_work *w, results *got, char *why, size_t why_len,
     rc = -1;
 
     /* b. */
-    if (write_counts(w, n) != 0)
+    if (write_counts(w, s, n) != 0)
         goto out;
     if ((rc = journal_replay(w, s, BV_JOURNAL, "journal graph, accepted 1..T", p_ring, p_state,
                              "the 1.0 packed program's after the accepted rows", &ref2, got, why,
@@ -1493,7 +1640,7 @@ static int check_journal(bench_work *w, results *got, char *why, size_t why_len,
     rc = -1;
 
     /* c. */
-    if (write_fixed(w, (uint32_t)T) != 0)
+    if (write_fixed(w, s, (uint32_t)T) != 0)
         goto out;
     if ((rc = journal_replay(w, s, BV_JOURNAL_ALL, "journal graph, every row accepted", ref2.ring,
                              ref2.state, "the 1.0 packed program's after all T rows", &ref3, got,
@@ -1502,13 +1649,11 @@ static int check_journal(bench_work *w, results *got, char *why, size_t why_len,
     rc = -1;
 
     /* d. */
-    gather_after(c, &ref3, m, p_ring, p_state);
-    if (write_counts(w, m) != 0 || enqueue_commit(e, w, s) != MEMRA_STATUS_OK ||
+    if (write_counts(w, s, m) != 0 || enqueue_commit(e, w, s) != MEMRA_STATUS_OK ||
         sync_after(e, "memra_gdn_journal_commit") != 0)
         goto out;
-    rc = check_in_place(w, s, p_ring, p_state, "journal commit, accepted 1..T",
-                        "the 1.0 packed program's after the accepted rows", got, why, why_len,
-                        compared);
+    rc = check_after_rows(w, s, &ref3, m, "journal commit, accepted 1..T", got, why, why_len,
+                          compared);
 out:
     if (have2 == 0)
         results_free(&ref2);
@@ -1519,6 +1664,53 @@ out:
     free(p_ring);
     free(p_state);
     return rc;
+}
+
+/* commit, on set 0 from its initial ring and state (R0, S0), with counts m[b] uniform in 1..T
+ * drawn anew for each pass; the refill verify (nothing accepted) runs X from (R0, S0) and leaves
+ * its T rows in the journal, so every expected result is the 1.0 packed program's from there:
+ *   e. eagerly, the refill verify then memra_gdn_journal_commit: ring and state those of the
+ *      packed program after m[b] rows (check d on a journal the refill filled); `o` the packed
+ *      program's, the other outputs untouched;
+ *   f. the timed graph (refill verify and commit): the same;
+ *   g. the refill graph alone, which the commit column subtracts: ring and state unchanged,
+ *      `o` the packed program's. */
+static int check_commit(bench_work *w, results *got, char *why, size_t why_len, size_t *compared)
+{
+    MemraEngine *e = w->env->engine;
+    const bench_config *c = &w->c;
+    bench_set *s = &w->sets[0];
+    const char *against = "the 1.0 packed program";
+    uint64_t x = w->seed ^ UINT64_C(0x9e3779b97f4a7c15);
+    int rc;
+    for (int pass = 0; pass < 3; pass++) {
+        const char *who = pass == 0   ? "commit eager (refill verify, commit)"
+                          : pass == 1 ? "commit graph (refill verify, commit)"
+                                      : "refill verify graph";
+        for (size_t b = 0; b < c->b; b++)
+            w->h_draw[b] = draw_count(&x, c->t);
+        if ((pass == 1 && capture_11(w, s, BV_COMMIT) != 0) ||
+            (pass == 2 && capture_extra(w, s, BX_REFILL) != 0))
+            return -1;
+        if (restart(w, s) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0 ||
+            write_counts(w, s, w->h_draw) != 0)
+            return -1;
+        if (pass == 0   ? enqueue_11(e, w, s, BV_COMMIT, false) != MEMRA_STATUS_OK
+            : pass == 1 ? launch(e, s->graph11[G_COMMIT], BV_COMMIT) != 0
+                        : bench_work_rep_extra(w, BX_REFILL, 0) != 0)
+            return -1;
+        if (sync_after(e, who) != 0)
+            return -1;
+        rc = pass < 2 ? check_after_rows(w, s, &w->pk, w->h_draw, who, got, why, why_len, compared)
+                      : check_in_place(w, s, w->ring0, w->canon0, who,
+                                       "the initial ones (nothing accepted)", got, why, why_len,
+                                       compared);
+        if (rc == 0)
+            rc = check_outputs(w, s, &w->pk, false, who, against, got, why, why_len, compared);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* rollback after the 1.0 packed program, eagerly and as the timed graph, each with counts
@@ -1542,10 +1734,10 @@ static int check_rollback(bench_work *w, results *got, char *why, size_t why_len
         const char *who = pass == 0 ? "rollback eager" : "rollback graph";
         for (size_t b = 0; b < c->b; b++)
             w->h_draw[b] = draw_count(&x, c->t);
-        if (pass == 1 && (write_counts(w, w->h_draw) != 0 || capture_11(w, s, BV_ROLLBACK) != 0))
+        if (pass == 1 && (write_counts(w, s, w->h_draw) != 0 || capture_11(w, s, BV_ROLLBACK) != 0))
             goto out;
         if (restart(w, s) != 0 || enqueue_packed(e, s) != MEMRA_STATUS_OK ||
-            write_counts(w, w->h_draw) != 0)
+            write_counts(w, s, w->h_draw) != 0)
             goto out;
         if (pass == 0 ? enqueue_11(e, w, s, BV_ROLLBACK, false) != MEMRA_STATUS_OK
                       : launch(e, s->graph11[G_ROLLBACK], BV_ROLLBACK) != 0)
@@ -1589,6 +1781,9 @@ int bench_work_check_11(bench_work *w, int v, char *why, size_t why_len, size_t 
         break;
     case BV_ROLLBACK:
         rc = check_rollback(w, &got, why, why_len, compared);
+        break;
+    case BV_COMMIT:
+        rc = check_commit(w, &got, why, why_len, compared);
         break;
     default:
         bench_fail("variant %d has no 1.1 check", v);

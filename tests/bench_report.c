@@ -314,6 +314,12 @@ static void canned_results(bench_result r[4])
         for (int v = 0; v < BV_COUNT && r[i].ok; v++)
             timed(&r[i].v[v], 10.0 + v, 10.25 + v, 10.5 + v, 40000 * (uint64_t)(v + 1));
     }
+    r[0].count_write_us = 6.5;
+    r[0].commit_graph_us = 40.0;
+    r[0].commit_refill_us = 20.75;
+    /* A commit checked and timed whose difference of medians was not positive. */
+    r[1].v[BV_COMMIT].status = BS_SKIPPED;
+    snprintf(r[1].v[BV_COMMIT].failure, sizeof r[1].v[BV_COMMIT].failure, "not resolved: x");
     timed(&r[1].v[BV_PACK_EAGER], 8.0, 10.0, 13.0, 1000);
     r[2].v[BV_FUSED].status = BS_FAILED;
     snprintf(r[2].v[BV_FUSED].failure, sizeof r[2].v[BV_FUSED].failure,
@@ -392,23 +398,29 @@ Test(bench_report, json_reads_back)
     bench_compare_summary s;
     char *text = compare_text(&run, &run, 0.0, &s);
     cr_expect_eq(s.regressions, 0, "%s", text);
-    cr_expect_eq(s.pairs, 2 * BV_COUNT + BV_COUNT - 1);
+    cr_expect_eq(s.pairs, 3 * BV_COUNT - 2, "fused FAILED in one, commit skipped in another");
     cr_expect_eq(s.geomean, 1.0);
     free(text);
     bench_run_free(&run);
 
     /* The JSON carries the provenance and the statistics the README documents. */
     const char *json = slurp(path);
-    static const char *const keys[] = {"\"schema_version\": 2",
-                                       "\"commit\": \"dddd444\"",
-                                       "\"nvcc\": \"nvcc 13.0\"",
-                                       "\"cuda_driver\": \"13.0\"",
-                                       "\"multiprocessors\": 132",
-                                       "\"noisy_spread\": 0.100",
-                                       "\"mad_us\": ",
-                                       "\"samples_us\": [10.0000, 10.2500, 10.5000]",
-                                       "\"gb_per_s\": 3.902",
-                                       "\"noisy\": true"};
+    static const char *const keys[] = {
+        "\"schema_version\": 2",
+        "\"commit\": \"dddd444\"",
+        "\"nvcc\": \"nvcc 13.0\"",
+        "\"cuda_driver\": \"13.0\"",
+        "\"multiprocessors\": 132",
+        "\"noisy_spread\": 0.100",
+        "\"mad_us\": ",
+        "\"samples_us\": [10.0000, 10.2500, 10.5000]",
+        "\"gb_per_s\": 3.902",
+        "\"noisy\": true",
+        "\"count_write_us\": 6.5,",
+        "\"count_write_us\": null",
+        "\"graph_median_us\": 40.0000, \"refill_median_us\": 20.7500",
+        "\"commit\": \"median of a graph of the refill verify",
+        "\"commit\": {\"status\": \"skipped\", \"bytes\": 400000, \"note\": \"not resolved: x\"}"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         cr_expect_not_null(strstr(json, keys[i]), "bench.json lacks %s", keys[i]);
     rm_dir(dir);
@@ -437,7 +449,7 @@ Test(bench_report, csv_rows_have_the_header_width)
                          fields, header_fields);
     }
     cr_expect_eq(lines, 5);
-    cr_expect_eq(header_fields, 16 + 11 * BV_COUNT + 1);
+    cr_expect_eq(header_fields, 17 + 11 * BV_COUNT + 1);
     rm_dir(dir);
 }
 
@@ -483,6 +495,11 @@ Test(bench_report, table_lines_mark_noisy_and_failed)
     char want[32];
     snprintf(want, sizeof want, "%.1f", 160000.0 / 13.25 / 1e3);
     cr_expect_not_null(strstr(text, want), "no %s in:\n%s", want, text);
+    /* The host write of the counts: its own line, where it was measured only. */
+    cr_expect_not_null(strstr(text, "\n  count write (host to device, 8 words): 6.50 us\n"), "%s",
+                       text);
+    cr_expect_null(strstr(strstr(text, "count write") + 1, "count write"), "%s", text);
+    cr_expect_not_null(strstr(text, "\n    commit not timed: not resolved: x\n"), "%s", text);
     free(text);
 }
 
