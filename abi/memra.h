@@ -95,7 +95,7 @@
 /**
  * Minor version: grows when symbols or appended struct fields are added.
  */
-#define MEMRA_VERSION_MINOR 1
+#define MEMRA_VERSION_MINOR 2
 
 /**
  * Patch version: fixes that change no declaration.
@@ -551,6 +551,22 @@ typedef struct MemraVerifyArgs {
      * the other modes.
      */
     struct MemraSliceMutF32 snap_ssm;
+    /**
+     * (1.2) JOURNAL mode and commit: the `t_max` the journals were sized with
+     * (`memra_gdn_journal_len()`), checked against each journal's header and bounding every
+     * row the operation reads or writes, so that a journal's contents can never steer an
+     * access. 0 (the default, and what a caller compiled against 1.1 passes) declares none:
+     * the bound is then the larger of `t` and the capacity the journal's header records.
+     */
+    size_t journal_t_max;
+    /**
+     * (1.2) Optional scratch of `memra_gdn_verify_workspace_len()` f32 elements, 16-byte
+     * aligned, for the intermediate rows the CUDA verify does not return (the CPU backend
+     * ignores it). `{NULL, 0}` (the default): the engine uses a workspace of its own, which it
+     * grows when a call needs more, and cannot grow while the host captures the engine's
+     * stream itself (CAPTURE_ERROR: pass one here, or run one such call first).
+     */
+    struct MemraSliceMutF32 workspace;
 } MemraVerifyArgs;
 
 /**
@@ -1036,6 +1052,19 @@ MemraStatus memra_gdn_journal_len(size_t d_state,
                                   size_t num_v,
                                   size_t t_max,
                                   size_t *out_len);
+
+/**
+ * (1.2) The length in f32 elements of the workspace a `memra_gdn_verify()` or
+ * `memra_gdn_journal_commit()` call with these arguments may use (`MemraVerifyArgs::workspace`):
+ * it depends on `b_n`, `t` (0 for a commit), `num_k` and `num_v` only.
+ *
+ * Returns OK; INVALID_ARGUMENT (NULL `args` or `out_len`, `struct_size` as in
+ * `memra_gdn_verify()`, zero or inconsistent counts, overflow); UNSUPPORTED (`d_state != 128`).
+ */
+MEMRA_API
+MemraStatus memra_gdn_verify_workspace_len(const struct MemraVerifyArgs *args,
+                                           bool commit,
+                                           size_t *out_len);
 
 /**
  * Folds the first `accepted[b]` journal rows of each sequence into its ring and state (table

@@ -101,6 +101,8 @@ typedef struct memra__prep_args {
  *            Single-sequence op: both tables NULL, b_n == 1, and the states are state_in and
  *            state_out themselves.
  *   snap     NULL, or [b_n, t - 1, num_v, S, S]: the state after row r, r < t - 1
+ *   delta    CPU only: NULL, or [b_n, t, num_v, S]: each column's rounded delta of each row,
+ *            what a journal records (the CUDA verify records it inside its own kernel)
  */
 typedef struct memra__scan_args {
     const float *q;
@@ -116,6 +118,7 @@ typedef struct memra__scan_args {
     float *state_out;
     float *o;
     float *snap;
+    float *delta;
     size_t num_v;
     size_t t;
     size_t b_n;
@@ -144,23 +147,143 @@ typedef enum memra__op_id {
 } memra__op_id;
 
 typedef enum memra__error_kind {
-    /* accepted[b] is larger than the rows the journal holds */
+    /* accepted[b] is larger than the rows the journal holds (value: the count, limit: rows) */
     MEMRA__ERR_ACCEPTED_OVER_JOURNAL = 1,
     /* rollback: accepted[b] is 0 or larger than t */
     MEMRA__ERR_ROLLBACK_RANGE = 2,
+    /* The journal's header (value: the word found, limit: the word expected): not a journal of
+     * this library, another format, a journal written for another shape, head order or
+     * capacity, a row count above its capacity, a slot word that is neither 0 nor 1. */
+    MEMRA__ERR_JOURNAL_FOREIGN = 3,
+    MEMRA__ERR_JOURNAL_FORMAT = 4,
+    MEMRA__ERR_JOURNAL_D_STATE = 5,
+    MEMRA__ERR_JOURNAL_NUM_K = 6,
+    MEMRA__ERR_JOURNAL_NUM_V = 7,
+    MEMRA__ERR_JOURNAL_D_CONV = 8,
+    MEMRA__ERR_JOURNAL_HEAD_ORDER = 9,
+    MEMRA__ERR_JOURNAL_T_MAX = 10,
+    MEMRA__ERR_JOURNAL_ROWS = 11,
+    MEMRA__ERR_JOURNAL_SLOT = 12,
+    /* The verify's t is above the capacity the journal records (value: t, limit: capacity). */
+    MEMRA__ERR_JOURNAL_CAPACITY = 13,
+    /* The journal's table entry is NULL or not 4-byte aligned (value: its low 32 bits). */
+    MEMRA__ERR_JOURNAL_ADDRESS = 14,
 } memra__error_kind;
 
 /*
- * Journal layout (f32 words of one sequence's journal buffer). The header holds one row count
- * per key head (a u32 stored in the f32 word), because the blocks that share a key head's q and
- * k channels are the ones that read and rewrite those rows together (see gdn_verify.cu); all
- * counts of a sequence are equal. Rows follow, each the raw qkv row, then beta_raw, then
- * alpha, padded to a multiple of 4 words so that every row starts 16-byte aligned. A
- * zero-filled journal holds no rows.
+ * Journal layout (f32 words of one sequence's journal buffer; every part 16-byte aligned).
+ *
+ * A header of MEMRA__JOURNAL_HEADER words (u32 stored in f32 words, indices MEMRA__JH_*): a magic
+ * number and format, the shape it was written for (d_state, num_k, num_v, d_conv, head order),
+ * its capacity t_max, the rows it holds and which of two slots they are in. A header of ten zero
+ * words is an empty journal, so a zero-filled buffer is one.
+ *
+ * Then rows: row r of slot h (0 or 1) at MEMRA__JOURNAL_HEADER + (2r + h) * ROW, ROW =
+ * MEMRA__JOURNAL_ROW. A verify folds from the slot the header names and writes its new rows to
+ * the other one, so that no block of it overwrites what another block may still read. A row
+ * holds what a fold needs without recomputing anything: the raw qkv row (for the conv ring),
+ * the L2-normalised k of every key head (in the scan's transposed order, 32 * (i % 4) + i / 4),
+ * the rounded delta of every (value head, column), and gd = expf(g_log) of every value head.
  */
 #define MEMRA__ROUND4(n) (((n) + 3) / 4 * 4)
-#define MEMRA__JOURNAL_HEADER(num_k) MEMRA__ROUND4(num_k)
-#define MEMRA__JOURNAL_ROW(conv_dim, num_v) MEMRA__ROUND4((conv_dim) + 2 * (num_v))
+#define MEMRA__JOURNAL_HEADER 16
+#define MEMRA__JOURNAL_ROW(conv_dim, num_v, num_k)                                                 \
+    MEMRA__ROUND4((conv_dim) + ((num_k) + (num_v)) * (size_t)MEMRA__S + (num_v))
+#define MEMRA__JOURNAL_MAGIC 0x4a41524du /* "MRAJ" */
+#define MEMRA__JOURNAL_FORMAT 2u
+enum {
+    MEMRA__JH_MAGIC,
+    MEMRA__JH_FORMAT,
+    MEMRA__JH_D_STATE,
+    MEMRA__JH_NUM_K,
+    MEMRA__JH_NUM_V,
+    MEMRA__JH_D_CONV,
+    MEMRA__JH_GROUPED,
+    MEMRA__JH_T_MAX,
+    MEMRA__JH_ROWS,
+    MEMRA__JH_HALF,
+    MEMRA__JH_WORDS
+};
+
+#if defined(__CUDACC__)
+#define MEMRA__HD __host__ __device__
+#else
+#define MEMRA__HD
+#endif
+
+/* What a verify or commit makes of a sequence's journal header and accepted count. */
+typedef struct memra__journal_verdict {
+    uint32_t what; /* 0: usable; else the memra__error_kind */
+    uint32_t value, limit;
+    uint32_t n;    /* rows to fold */
+    uint32_t half; /* the slot they are in */
+    uint32_t cap;  /* the capacity the rewritten header records */
+} memra__journal_verdict;
+
+/*
+ * Checks a journal header against the operation: the shape, the head order, the capacity and
+ * the count. `cap` is the capacity the host declared (MemraVerifyArgs::journal_t_max), or 0 when
+ * it declared none: then the capacity is the larger of the verify's t and the capacity the
+ * header records (a journal the library wrote records the capacity of the verify that wrote
+ * it). `t` is the verify's new rows (0 for a commit). Both backends run this same function.
+ */
+static inline MEMRA__HD memra__journal_verdict memra__journal_check(const uint32_t *hd,
+                                                                    uint32_t accepted, size_t num_k,
+                                                                    size_t num_v, size_t d_conv,
+                                                                    int grouped, size_t cap,
+                                                                    size_t t)
+{
+    memra__journal_verdict v = {0, 0, 0, 0, 0, 0};
+    uint32_t any = 0;
+    for (int i = 0; i < MEMRA__JH_WORDS; i++)
+        any |= hd[i];
+    const uint32_t want[MEMRA__JH_ROWS] = {
+        MEMRA__JOURNAL_MAGIC, MEMRA__JOURNAL_FORMAT, MEMRA__S,          (uint32_t)num_k,
+        (uint32_t)num_v,      (uint32_t)d_conv,      (uint32_t)grouped, (uint32_t)cap};
+    uint32_t held = 0, have_cap = 0;
+    if (any != 0) {
+        for (int i = 0; i < MEMRA__JH_ROWS; i++) {
+            if (i == MEMRA__JH_T_MAX && cap == 0)
+                continue;
+            if (hd[i] != want[i]) {
+                v.what = (uint32_t)MEMRA__ERR_JOURNAL_FOREIGN + (uint32_t)i;
+                v.value = hd[i];
+                v.limit = want[i];
+                return v;
+            }
+        }
+        have_cap = hd[MEMRA__JH_T_MAX];
+        held = hd[MEMRA__JH_ROWS];
+        if (held > have_cap) {
+            v.what = MEMRA__ERR_JOURNAL_ROWS;
+            v.value = held;
+            v.limit = have_cap;
+            return v;
+        }
+        if (hd[MEMRA__JH_HALF] > 1) {
+            v.what = MEMRA__ERR_JOURNAL_SLOT;
+            v.value = hd[MEMRA__JH_HALF];
+            v.limit = 1;
+            return v;
+        }
+        v.half = hd[MEMRA__JH_HALF];
+    }
+    v.cap = cap != 0 ? (uint32_t)cap : (have_cap > t ? have_cap : (uint32_t)t);
+    if (t > v.cap) {
+        v.what = MEMRA__ERR_JOURNAL_CAPACITY;
+        v.value = (uint32_t)t;
+        v.limit = v.cap;
+        return v;
+    }
+    if (accepted > held) {
+        v.what = MEMRA__ERR_ACCEPTED_OVER_JOURNAL;
+        v.value = accepted;
+        v.limit = held;
+        return v;
+    }
+    v.n = accepted;
+    return v;
+}
 
 /*
  * The whole verify (conv + prep + scan) of b_n sequences x t rows, or a journal commit (t == 0,
@@ -171,7 +294,6 @@ typedef enum memra__error_kind {
  *   v_g [b_n, t, num_v, S], beta, g_log [b_n, t, num_v]; snap_conv [b_n, t-1, conv_dim, pad]
  *   and snap_ssm [b_n, t-1, num_v, S, S] in SNAPSHOTS mode (NULL when t == 1 or other modes).
  *   grouped: value head vh reads key head vh / (num_v / num_k) instead of vh % num_k.
- *   counters: CUDA only, b_n * num_k zero-initialised words the kernel leaves zero.
  *   err: where a bad accepted count or journal is recorded.
  */
 typedef struct memra__verify_args {
@@ -204,11 +326,34 @@ typedef struct memra__verify_args {
     int grouped;
     float eps;
     float scale;
-    uint32_t *counters;
     memra__dev_error *err;
     /* CUDA only: a zero-initialised device word that settles which finding is recorded. */
     uint32_t *err_claim;
+    /* The journals' declared capacity (MemraVerifyArgs::journal_t_max), 0 when not declared. */
+    size_t cap;
+    /* CUDA only: memra__verify_workspace_words() floats, 16-byte aligned. */
+    float *workspace;
 } memra__verify_args;
+
+/*
+ * The CUDA verify's workspace (floats), for b_n sequences x t rows (t = 0: a commit): the
+ * prologue's normalised q and k per key head ([rows, num_k, S] each, transposed), the v channels
+ * ([rows, num_v, S]), g_log and beta ([rows, num_v] each, rounded up to 4), and the verdict on
+ * each sequence's journal (3 words per sequence, rounded up to 4). 0 when the size overflows.
+ */
+static inline size_t memra__verify_workspace_words(size_t b_n, size_t t, size_t num_k, size_t num_v)
+{
+    size_t rows, qk, v, gates, total;
+    if (__builtin_mul_overflow(b_n, t, &rows) ||
+        __builtin_mul_overflow(rows, num_k * (size_t)MEMRA__S, &qk) ||
+        __builtin_mul_overflow(rows, num_v * (size_t)MEMRA__S, &v) ||
+        __builtin_mul_overflow(rows, num_v, &gates) || gates > SIZE_MAX / 4 || qk > SIZE_MAX / 4 ||
+        __builtin_add_overflow(2 * qk, v, &total) ||
+        __builtin_add_overflow(total, 2 * MEMRA__ROUND4(gates), &total) ||
+        __builtin_add_overflow(total, MEMRA__ROUND4(3 * b_n), &total))
+        return 0;
+    return total;
+}
 
 /*
  * Device-side rollback after a SNAPSHOTS verify of t rows: for n = accepted[b] in 1..t the
@@ -244,6 +389,7 @@ int memra__cuda_ssm_conv1d(const memra__conv_args *args, void *stream);
 int memra__cuda_gdn_prep(const memra__prep_args *args, void *stream);
 int memra__cuda_gdn_scan(const memra__scan_args *args, void *stream);
 int memra__cuda_gdn_verify(const memra__verify_args *args, void *stream);
+
 int memra__cuda_gdn_rollback(const memra__rollback_args *args, void *stream);
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 /*
- * Exported entry points of ABI 1.1: the one-launch verify, the journal's length and commit,
- * and the device-side rollback. Each validates (src/validate.c), then dispatches to the
- * engine's backend, like the 1.0 operations in api_ops.c.
+ * Exported entry points of ABI 1.1 and 1.2: the verify, the sizes of its journal and workspace,
+ * the journal commit and the device-side rollback. Each validates (src/validate.c), then dispatches
+ * to the engine's backend, like the 1.0 operations in api_ops.c.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -47,6 +47,12 @@ MEMRA__EXPORT MemraStatus memra_gdn_journal_len(size_t d_state, size_t num_k, si
                                                 size_t t_max, size_t *out_len)
 {
     return memra__validate_journal_len(__func__, d_state, num_k, num_v, t_max, out_len);
+}
+
+MEMRA__EXPORT MemraStatus memra_gdn_verify_workspace_len(const MemraVerifyArgs *args, bool commit,
+                                                         size_t *out_len)
+{
+    return memra__validate_workspace_len(__func__, args, commit, out_len);
 }
 
 MEMRA__EXPORT MemraStatus memra_gdn_journal_commit(MemraEngine *engine, const MemraVerifyArgs *args)

@@ -72,8 +72,9 @@ typedef struct memra__backend {
     MemraStatus (*prep)(MemraEngine *e, const memra__prep_args *args);
     MemraStatus (*scan)(MemraEngine *e, const memra__scan_args *args);
     /* The 1.1 operations: the whole verify (or a journal commit, args->t == 0) and the
-     * rollback. `err` and `counters` of the arguments are the backend's to fill. Counts found
-     * bad on the device are recorded, not returned: `take_findings` reports them. */
+     * rollback. `err`, `err_claim` and (when the host passed none) `workspace` of the arguments are
+     * the backend's to fill. Counts found bad on the device are recorded, not returned:
+     * `take_findings` reports them. */
     MemraStatus (*verify)(MemraEngine *e, const memra__verify_args *args);
     MemraStatus (*rollback)(MemraEngine *e, const memra__rollback_args *args);
     /* After a synchronisation: INVALID_ARGUMENT with the first finding the 1.1 kernels

@@ -34,12 +34,12 @@ typedef struct cuda_engine {
      * becoming part of the graph (where it would re-zero the buffer at every replay). */
     cudaStream_t side;
 
-    /* Workspace of the 1.1 verify (gdn_verify.cu): counters, one per (sequence, key head),
-     * that every launch leaves at zero. When a call needs more, a larger zeroed buffer
-     * replaces it; the smaller ones stay allocated until the engine is destroyed, because
-     * graphs captured earlier still name them. */
-    uint32_t *counters;
-    size_t n_counters;
+    /* The verify's workspace for hosts that pass none (gdn_verify.cu: the prologue's rows and
+     * the journal verdicts). When a call needs more, a larger buffer replaces it; the smaller
+     * ones stay allocated until the engine is destroyed, because graphs captured earlier still
+     * name them. */
+    float *workspace;
+    size_t n_workspace;
     void **retired;
     size_t n_retired;
     /* Device-side findings (bad accepted counts): the record in mapped host memory, its
@@ -48,10 +48,6 @@ typedef struct cuda_engine {
     memra__dev_error *err_dev;
     uint32_t *err_claim;
 } cuda_engine;
-
-/* Counters made at engine creation: enough for b_n * num_k = 4096 (32 sequences of a model
- * with 128 key heads) without growing. */
-#define CUDA_COUNTERS_INITIAL 4096
 
 /* Errors after which the CUDA context is unusable: the driver returns them from every later
  * call, and the process must be restarted to use the device again. */
@@ -174,11 +170,7 @@ static cudaError_t zeroed_words(const cuda_engine *c, size_t words, uint32_t **o
 static cudaError_t workspace_init(cuda_engine *c)
 {
     void *host = NULL;
-    cudaError_t err = zeroed_words(c, CUDA_COUNTERS_INITIAL, &c->counters);
-    if (err != cudaSuccess)
-        return err;
-    c->n_counters = CUDA_COUNTERS_INITIAL;
-    err = zeroed_words(c, 1, &c->err_claim);
+    cudaError_t err = zeroed_words(c, 1, &c->err_claim);
     if (err != cudaSuccess)
         return err;
     err = cudaHostAlloc(&host, sizeof(memra__dev_error), cudaHostAllocMapped);
@@ -191,8 +183,8 @@ static cudaError_t workspace_init(cuda_engine *c)
 
 static void workspace_fini(cuda_engine *c)
 {
-    if (c->counters != NULL)
-        (void)cudaFree(c->counters);
+    if (c->workspace != NULL)
+        (void)cudaFree(c->workspace);
     for (size_t i = 0; i < c->n_retired; i++)
         (void)cudaFree(c->retired[i]);
     free(c->retired);
@@ -200,7 +192,7 @@ static void workspace_fini(cuda_engine *c)
         (void)cudaFree(c->err_claim);
     if (c->err_host != NULL)
         (void)cudaFreeHost(c->err_host);
-    c->counters = NULL;
+    c->workspace = NULL;
     c->retired = NULL;
     c->err_claim = NULL;
     c->err_host = NULL;
@@ -449,40 +441,42 @@ static MemraStatus cuda_scan(MemraEngine *engine, const memra__scan_args *args)
     return launched(d, memra__cuda_gdn_scan(args, d->stream), "launching the scan kernel");
 }
 
-/* Makes the counters hold at least `need` words. Growing allocates, so it is refused while the
- * host captures the engine's stream itself; memra_graph_capture's warm-up calls grow it before
- * its capture starts. */
-static MemraStatus ensure_counters(memra__device *d, size_t need)
+/* Makes the engine's own verify workspace hold at least `need` floats. Growing allocates, so
+ * it is refused while the host captures the engine's stream itself (a host that does should
+ * pass MemraVerifyArgs::workspace); memra_graph_capture's warm-up calls grow it before its
+ * capture starts. */
+static MemraStatus ensure_workspace(memra__device *d, size_t need)
 {
     cuda_engine *c = d->impl;
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    uint32_t *grown = NULL;
+    void *grown = NULL;
     void **list;
-    size_t words = c->n_counters;
+    size_t words = c->n_workspace > 0 ? c->n_workspace : 4096;
     cudaError_t err;
-    if (need <= c->n_counters)
+    if (need <= c->n_workspace)
         return MEMRA_STATUS_OK;
     err = cudaStreamIsCapturing((cudaStream_t)d->stream, &capturing);
     if (err != cudaSuccess)
         return report(d, err, false, "cudaStreamIsCapturing");
     MEMRA__FAIL_IF(capturing != cudaStreamCaptureStatusNone, MEMRA_STATUS_CAPTURE_ERROR, CUDA_FN,
-                   "b_n * num_k = %zu needs a larger verify workspace than this engine has "
-                   "(%zu); run one such call outside the capture first",
-                   need, c->n_counters);
+                   "this call needs a verify workspace of %zu floats and the engine has %zu; "
+                   "pass args->workspace (memra_gdn_verify_workspace_len) or run one such call "
+                   "outside the capture first",
+                   need, c->n_workspace);
     while (words < need)
         words *= 2;
     list = realloc(c->retired, (c->n_retired + 1) * sizeof *list);
     MEMRA__FAIL_IF(list == NULL, MEMRA_STATUS_OUT_OF_MEMORY, CUDA_FN,
                    "cannot grow the verify workspace list");
     c->retired = list;
-    /* The work already enqueued may use the current counters: the new buffer is zeroed on the
-     * side stream, which does not wait for it, and the old one stays allocated. */
-    err = zeroed_words(c, words, &grown);
+    /* The work already enqueued may use the current workspace: it stays allocated. */
+    err = cudaMalloc(&grown, words * sizeof(float));
     if (err != cudaSuccess)
-        return report(d, err, true, "allocating the verify workspace");
-    c->retired[c->n_retired++] = c->counters;
-    c->counters = grown;
-    c->n_counters = words;
+        return report(d, err, false, "allocating the verify workspace (cudaMalloc)");
+    if (c->workspace != NULL)
+        c->retired[c->n_retired++] = c->workspace;
+    c->workspace = grown;
+    c->n_workspace = words;
     return MEMRA_STATUS_OK;
 }
 
@@ -492,11 +486,14 @@ static MemraStatus cuda_verify(MemraEngine *engine, const memra__verify_args *ar
     cuda_engine *c = d->impl;
     memra__verify_args a = *args;
     MEMRA__TRY(enter(d));
-    MEMRA__TRY(ensure_counters(d, args->b_n * args->num_k));
-    a.counters = c->counters;
+    if (a.workspace == NULL) {
+        MEMRA__TRY(
+            ensure_workspace(d, memra__verify_workspace_words(a.b_n, a.t, a.num_k, a.num_v)));
+        a.workspace = c->workspace;
+    }
     a.err = c->err_dev;
     a.err_claim = c->err_claim;
-    return launched(d, memra__cuda_gdn_verify(&a, d->stream), "launching the verify kernel");
+    return launched(d, memra__cuda_gdn_verify(&a, d->stream), "launching the verify kernels");
 }
 
 static MemraStatus cuda_rollback(MemraEngine *engine, const memra__rollback_args *args)

@@ -18,20 +18,74 @@ static const char *op_name(uint32_t op)
     return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "an operation";
 }
 
+/* The header field a journal finding names (memra__error_kind JOURNAL_FOREIGN + word). */
+static const char *journal_field(uint32_t what)
+{
+    static const char *const names[] = {
+        [MEMRA__ERR_JOURNAL_FORMAT] = "format",
+        [MEMRA__ERR_JOURNAL_D_STATE] = "d_state",
+        [MEMRA__ERR_JOURNAL_NUM_K] = "num_k",
+        [MEMRA__ERR_JOURNAL_NUM_V] = "num_v",
+        [MEMRA__ERR_JOURNAL_D_CONV] = "d_conv",
+        [MEMRA__ERR_JOURNAL_HEAD_ORDER] = "head order (0 tiled, 1 grouped)",
+        [MEMRA__ERR_JOURNAL_T_MAX] = "t_max",
+    };
+    return what < sizeof names / sizeof names[0] && names[what] ? names[what] : "a field";
+}
+
 MemraStatus memra__dev_error_take(const char *fn, memra__dev_error *rec)
 {
     memra__dev_error r = *rec;
+    const char *op;
     if (r.set == 0)
         return MEMRA_STATUS_OK;
     memset(rec, 0, sizeof *rec);
-    if (r.what == MEMRA__ERR_ROLLBACK_RANGE)
+    op = op_name(r.op);
+    switch (r.what) {
+    case MEMRA__ERR_ROLLBACK_RANGE:
         return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
                            "an earlier %s found accepted[%u] = %u, expected 1..=%u (the verify's "
                            "t); sequence %u was left untouched",
-                           op_name(r.op), r.seq, r.value, r.limit, r.seq);
-    return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                       "an earlier %s found accepted[%u] = %u, but the journal of sequence %u "
-                       "holds %u rows; that sequence's ring, state, journal and outputs were "
-                       "left untouched",
-                       op_name(r.op), r.seq, r.value, r.seq, r.limit);
+                           op, r.seq, r.value, r.limit, r.seq);
+    case MEMRA__ERR_ACCEPTED_OVER_JOURNAL:
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "an earlier %s found accepted[%u] = %u, but the journal of sequence %u "
+                           "holds %u rows; that sequence's ring, state, journal and outputs were "
+                           "left untouched",
+                           op, r.seq, r.value, r.seq, r.limit);
+    case MEMRA__ERR_JOURNAL_FOREIGN:
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "an earlier %s found that the journal of sequence %u is not a libmemra "
+                           "journal (magic word 0x%08x, expected 0x%08x, or a zero-filled "
+                           "buffer); that sequence's ring, state, journal and outputs were left "
+                           "untouched",
+                           op, r.seq, r.value, r.limit);
+    case MEMRA__ERR_JOURNAL_ROWS:
+    case MEMRA__ERR_JOURNAL_SLOT:
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "an earlier %s found a corrupt journal header in sequence %u (%s %u, "
+                           "at most %u); that sequence's ring, state, journal and outputs were "
+                           "left untouched",
+                           op, r.seq, r.what == MEMRA__ERR_JOURNAL_ROWS ? "rows" : "slot", r.value,
+                           r.limit);
+    case MEMRA__ERR_JOURNAL_CAPACITY:
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "an earlier %s of t = %u rows found that the journal of sequence %u "
+                           "holds at most %u rows; that sequence's ring, state, journal and "
+                           "outputs were left untouched",
+                           op, r.value, r.seq, r.limit);
+    case MEMRA__ERR_JOURNAL_ADDRESS:
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "an earlier %s found the journal address of sequence %u NULL or not "
+                           "4-byte aligned (low bits 0x%08x); that sequence's ring, state and "
+                           "outputs were left untouched",
+                           op, r.seq, r.value);
+    default:
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "an earlier %s found the journal of sequence %u written for %s %u, "
+                           "this call has %s %u; that sequence's ring, state, journal and "
+                           "outputs were left untouched",
+                           op, r.seq, journal_field(r.what), r.value, journal_field(r.what),
+                           r.limit);
+    }
 }

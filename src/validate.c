@@ -397,8 +397,9 @@ _Static_assert(MEMRA__MODE_FINAL_ONLY == MEMRA_VERIFY_MODE_FINAL_ONLY, "verify m
 _Static_assert(MEMRA__MODE_JOURNAL == MEMRA_VERIFY_MODE_JOURNAL, "verify mode");
 _Static_assert(MEMRA__S == MEMRA_D_STATE && MEMRA__D_CONV_MAX == MEMRA_D_CONV_MAX, "shapes");
 
-/* The smallest MemraVerifyArgs a caller may pass: the struct as 1.1 first shipped it. */
-#define MEMRA__VERIFY_ARGS_SIZE_1_1 sizeof(MemraVerifyArgs)
+/* The smallest MemraVerifyArgs a caller may pass: the struct as 1.1 first shipped it (1.2
+ * appended journal_t_max and workspace). */
+#define MEMRA__VERIFY_ARGS_SIZE_1_1 offsetof(MemraVerifyArgs, journal_t_max)
 
 /* The struct itself: present, a size this library knows, known enum values. Copies the
  * caller's fields into *out (zero beyond what the caller knows) so that later checks read one
@@ -410,6 +411,12 @@ static MemraStatus verify_struct(const char *fn, const MemraVerifyArgs *in, bool
                    "parameter 'args': expected a MemraVerifyArgs filled by "
                    "memra_verify_args_init, got NULL");
     memset(out, 0, sizeof *out);
+    /* Only the layouts a release defined: a size between two of them would cut a field. */
+    MEMRA__FAIL_IF(in->struct_size > MEMRA__VERIFY_ARGS_SIZE_1_1 && in->struct_size < sizeof *out,
+                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args->struct_size': expected %zu (1.1) or %zu (1.2; call "
+                   "memra_verify_args_init), got %zu",
+                   (size_t)MEMRA__VERIFY_ARGS_SIZE_1_1, sizeof *out, in->struct_size);
     MEMRA__TRY(memra__read_versioned(fn, "args->struct_size", "MemraVerifyArgs",
                                      "memra_verify_args_init", in, in->struct_size,
                                      MEMRA__VERIFY_ARGS_SIZE_1_1, out, sizeof *out));
@@ -477,7 +484,7 @@ MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerif
     size_t key_dim = 0, conv_dim = 0, pad, t, n_rows = 0, n_table = 0, n_w = 0, n_heads = 0,
            n_act = 0, n_snap_conv = 0, n_snap_ssm = 0;
     bool want_conv = false, want_q = false, want_k = false, want_v = false, want_beta = false,
-         want_g = false, snaps;
+         want_g = false, want_ws = false, snaps;
 
     MEMRA__TRY(verify_struct(fn, in, true, &x));
     MEMRA__TRY(verify_shape(&v, x.d_state, x.num_k, x.num_v, &key_dim, &conv_dim));
@@ -549,6 +556,25 @@ MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerif
         MEMRA__TRY(must_be_empty(&v, "args->snap_conv", x.snap_conv.ptr, x.snap_conv.len, why));
         MEMRA__TRY(must_be_empty(&v, "args->snap_ssm", x.snap_ssm.ptr, x.snap_ssm.len, why));
     }
+    if (x.mode == MEMRA_VERIFY_MODE_JOURNAL && x.journal_t_max != 0 && t > x.journal_t_max)
+        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                           "parameter 'args->t': the journals hold at most journal_t_max = %zu "
+                           "rows, got t = %zu",
+                           x.journal_t_max, t);
+    MEMRA__FAIL_IF(x.journal_t_max > UINT32_MAX, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'args->journal_t_max': expected at most %u, got %zu", UINT32_MAX,
+                   x.journal_t_max);
+    want_ws = !(x.workspace.ptr == NULL && x.workspace.len == 0);
+    if (want_ws) {
+        const size_t n_ws = memra__verify_workspace_words(x.b_n, t, x.num_k, x.num_v);
+        MEMRA__FAIL_IF(n_ws == 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                       "the workspace size of b_n = %zu, t = %zu overflows size_t", x.b_n, t);
+        MEMRA__TRY(
+            out_f32(&v, "args->workspace", x.workspace, n_ws, "memra_gdn_verify_workspace_len()"));
+        MEMRA__FAIL_IF((uintptr_t)x.workspace.ptr % 16 != 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                       "parameter 'args->workspace': expected a 16-byte aligned address, got %p",
+                       (void *)x.workspace.ptr);
+    }
     MEMRA__TRY(no_overlaps(&v));
 
     *out = (memra__verify_args){
@@ -581,7 +607,28 @@ MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerif
         .grouped = x.head_order == MEMRA_HEAD_ORDER_GROUPED,
         .eps = x.eps,
         .scale = commit ? 1.0f : x.scale,
+        .cap = x.mode == MEMRA_VERIFY_MODE_JOURNAL ? x.journal_t_max : 0,
+        .workspace = want_ws ? x.workspace.ptr : NULL,
     };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_workspace_len(const char *fn, const MemraVerifyArgs *in, bool commit,
+                                          size_t *out_len)
+{
+    memra__vctx v = {.fn = fn};
+    MemraVerifyArgs x;
+    size_t key_dim = 0, conv_dim = 0, words;
+    MEMRA__TRY(memra__check_out(fn, "out_len", out_len));
+    MEMRA__TRY(verify_struct(fn, in, true, &x));
+    MEMRA__TRY(verify_shape(&v, x.d_state, x.num_k, x.num_v, &key_dim, &conv_dim));
+    if (!commit)
+        MEMRA__TRY(nonzero(&v, "args->t", x.t));
+    MEMRA__TRY(nonzero(&v, "args->b_n", x.b_n));
+    words = memra__verify_workspace_words(x.b_n, commit ? 0 : x.t, x.num_k, x.num_v);
+    MEMRA__FAIL_IF(words == 0, MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "the workspace size of b_n = %zu, t = %zu overflows size_t", x.b_n, x.t);
+    *out_len = words;
     return MEMRA_STATUS_OK;
 }
 
@@ -637,13 +684,17 @@ MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t n
     MEMRA__TRY(memra__check_out(fn, "out_len", out_len));
     MEMRA__TRY(verify_shape(&v, d_state, num_k, num_v, &key_dim, &conv_dim));
     MEMRA__TRY(nonzero(&v, "t_max", t_max));
-    /* header + t_max rows of MEMRA__JOURNAL_ROW words, each computed without overflow. */
-    MEMRA__FAIL_IF(__builtin_add_overflow(conv_dim, 2 * num_v + 3, &row) ||
-                       __builtin_mul_overflow(row / 4 * 4, t_max, &rows) ||
-                       __builtin_add_overflow(rows, MEMRA__JOURNAL_HEADER(num_k), &total) ||
-                       total > SIZE_MAX / sizeof(float),
-                   MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                   "the journal length for t_max = %zu rows overflows size_t", t_max);
+    /* The header + 2 * t_max rows of MEMRA__JOURNAL_ROW words (two slots of t_max rows: see
+     * kernels.h), each computed without overflow. */
+    MEMRA__FAIL_IF(
+        __builtin_add_overflow(conv_dim, (num_k + num_v) * (size_t)MEMRA_D_STATE, &row) ||
+            __builtin_add_overflow(row, num_v + 3, &row) ||
+            __builtin_mul_overflow(row / 4 * 4, t_max, &rows) ||
+            __builtin_mul_overflow(rows, 2, &rows) ||
+            __builtin_add_overflow(rows, MEMRA__JOURNAL_HEADER, &total) ||
+            total > SIZE_MAX / sizeof(float) || t_max > UINT32_MAX,
+        MEMRA_STATUS_INVALID_ARGUMENT, fn,
+        "the journal length for t_max = %zu rows overflows size_t", t_max);
     *out_len = total;
     return MEMRA_STATUS_OK;
 }

@@ -72,7 +72,7 @@ MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSl
 
 /* The 1.1 verify (commit == false) and journal commit (commit == true: mode JOURNAL, no new
  * rows, so t, scale, the row inputs and every output are not read). Fills everything of *out
- * but the backend's workspace pointers (counters, err). */
+ * but the backend's pointers (err, err_claim, and the workspace when the host passed none). */
 MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerifyArgs *args,
                                    memra__verify_args *out);
 
@@ -80,6 +80,9 @@ MemraStatus memra__validate_verify(const char *fn, bool commit, const MemraVerif
 MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *args,
                                      memra__rollback_args *out);
 
+/* memra_gdn_verify_workspace_len's arguments, and the length itself. */
+MemraStatus memra__validate_workspace_len(const char *fn, const MemraVerifyArgs *args, bool commit,
+                                          size_t *out_len);
 /* memra_gdn_journal_len's arguments, and the length itself. */
 MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t num_k, size_t num_v,
                                         size_t t_max, size_t *out_len);

@@ -55,6 +55,8 @@ void memra__cpu_gdn_scan(const memra__scan_args *args)
                     /* kv = sum_i S[i][c] * k[i]: lane partials + tree. */
                     const float kv = memra__cpu_lane_dot(s, k);
                     const float delta = (v - gd * kv) * bt;
+                    if (args->delta)
+                        args->delta[head * MEMRA__S + c] = delta;
                     for (int i = 0; i < MEMRA__S; i++)
                         s[i] = gd * s[i] + k[i] * delta;
                     /* at = sum_i S'[i][c] * q[i] over the updated column. */

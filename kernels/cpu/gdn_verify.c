@@ -5,35 +5,26 @@
  * t rows with the table's parity), so it is bit-identical to it by construction; the
  * intermediate activations the host did not ask for go to scratch memory.
  *
- * JOURNAL mode, per sequence b with n = accepted[b] (docs/verify-1.1.md): the first n journal rows
- * are folded into the ring and the state by running the same three kernels over them (their
- * outputs are discarded); the t new rows then run from a copy of the folded ring and state, so
- * the ring and state written back are the folded ones; the journal is rewritten with the new
- * rows. A commit is the fold alone, leaving the journal empty. A count the journal cannot
- * satisfy leaves the sequence untouched and is recorded in args->err.
+ * JOURNAL mode, per sequence b with n = accepted[b] (docs/verify-1.1.md), on the journal layout
+ * of kernels.h (the same as the CUDA backend's): the header is checked first
+ * (memra__journal_check, shared with the CUDA kernels); a journal or count it refuses leaves the
+ * sequence untouched and is recorded in args->err. The fold needs no reduction: the ring rolls
+ * in the accepted rows' raw inputs, and each state element takes `gd * s + k * delta` per
+ * accepted row with the gd, normalised k and rounded delta the verify that wrote the row
+ * recorded, which are the operands of the per-row program's own update (so the folded state is
+ * the per-row program's bit for bit). The t new rows then run from a copy of the folded ring and
+ * state, so the ring and state written back are the folded ones, and their inputs, k, deltas and
+ * gd go to the journal's other slot. A commit is the fold alone, leaving the journal empty.
  *
- * The fold runs the accepted rows one at a time: the per-row program is exactly that chain, and
- * one row of scratch then serves any journal length. Scratch memory is the backend's: it
+ * Scratch memory is the backend's: it
  * allocates memra__cpu_verify_scratch_words() floats when the operation is run or recorded, so
  * an allocation failure is reported at enqueue, never inside a replay.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "kernels.h"
-
-/* Stores a u32 count in an f32 journal word and reads it back, bit for bit. */
-static uint32_t word_u32(const float *p)
-{
-    uint32_t u;
-    memcpy(&u, p, sizeof u);
-    return u;
-}
-
-static void set_word_u32(float *p, uint32_t u)
-{
-    memcpy(p, &u, sizeof u);
-}
 
 static void record(memra__dev_error *err, uint32_t op, size_t seq, uint32_t value, uint32_t limit,
                    uint32_t what)
@@ -46,22 +37,22 @@ static void record(memra__dev_error *err, uint32_t op, size_t seq, uint32_t valu
 /* Activations of `rows` rows of one sequence: where conv, prep and scan put what they compute.
  * Each points either into the host's output views or into scratch. */
 typedef struct rows_out {
-    float *conv_out, *q, *k, *v, *beta, *g_log, *o;
+    float *conv_out, *q, *k, *v, *beta, *g_log, *o, *delta;
 } rows_out;
 
-/* The words of scratch one sequence's `rows` rows need (conv_out, q, k, v, o, beta, g_log). */
+/* The words of scratch one sequence's `rows` rows need (conv_out, q, k, v, o, delta, beta,
+ * g_log). */
 static size_t rows_words(const memra__verify_args *a, size_t rows)
 {
     const size_t act = a->num_v * MEMRA__S;
-    return rows * (a->conv_dim + 4 * act + 2 * a->num_v);
+    return rows * (a->conv_dim + 5 * act + 2 * a->num_v);
 }
 
-/* Scratch layout: the activations of max(t, 1) rows, a ring, a state, one staged journal row. */
+/* Scratch layout: the activations of max(t, 1) rows, a ring, a state. */
 size_t memra__cpu_verify_scratch_words(const memra__verify_args *a)
 {
     const size_t state_words = a->num_v * (size_t)MEMRA__S * MEMRA__S;
-    return rows_words(a, a->t > 0 ? a->t : 1) + a->conv_dim * (a->d_conv - 1) + state_words +
-           a->conv_dim + 2 * a->num_v;
+    return rows_words(a, a->t > 0 ? a->t : 1) + a->conv_dim * (a->d_conv - 1) + state_words;
 }
 
 /* Carves the row buffers out of `scratch` for `rows` rows. */
@@ -74,34 +65,21 @@ static rows_out carve(const memra__verify_args *a, float *scratch, size_t rows)
     r.k = r.q + act;
     r.v = r.k + act;
     r.o = r.v + act;
-    r.beta = r.o + act;
+    r.delta = r.o + act;
+    r.beta = r.delta + act;
     r.g_log = r.beta + heads;
     return r;
 }
 
 /* Runs conv, prep and scan over `rows` rows of one sequence: qkv/beta_raw/alpha are the rows'
- * inputs (row stride conv_dim and num_v, or the journal's row stride), ring is rolled in place,
- * the state is read from *state_in and written to *state_out, the snapshots (may be NULL) are
- * those of the rows. */
-static void run_rows(const memra__verify_args *a, const float *qkv, size_t qkv_stride,
-                     const float *beta_raw, const float *alpha, size_t head_stride, size_t rows,
-                     uint64_t ring, uint64_t state_in, uint64_t state_out, const rows_out *out,
-                     float *snap_conv, float *snap_ssm, float *staging)
+ * inputs, ring is rolled in place, the state is read from *state_in and written to *state_out,
+ * the snapshots (may be NULL) are those of the rows, and out->delta (may be NULL) receives each
+ * column's delta. */
+static void run_rows(const memra__verify_args *a, const float *qkv, const float *beta_raw,
+                     const float *alpha, size_t rows, uint64_t ring, uint64_t state_in,
+                     uint64_t state_out, const rows_out *out, float *snap_conv, float *snap_ssm)
 {
     const float *x = qkv, *br = beta_raw, *al = alpha;
-    /* The conv and prep kernels read rows at a fixed stride of conv_dim and num_v; a journal
-     * row is padded, so it is first gathered into `staging` (one row at a time). */
-    if (qkv_stride != a->conv_dim || head_stride != a->num_v) {
-        float *sx = staging, *sb = sx + rows * a->conv_dim, *sa = sb + rows * a->num_v;
-        for (size_t r = 0; r < rows; r++) {
-            memcpy(sx + r * a->conv_dim, qkv + r * qkv_stride, a->conv_dim * sizeof(float));
-            memcpy(sb + r * a->num_v, beta_raw + r * head_stride, a->num_v * sizeof(float));
-            memcpy(sa + r * a->num_v, alpha + r * head_stride, a->num_v * sizeof(float));
-        }
-        x = sx;
-        br = sb;
-        al = sa;
-    }
     const memra__conv_args conv = {
         .qkv = x,
         .rings = &ring,
@@ -145,6 +123,7 @@ static void run_rows(const memra__verify_args *a, const float *qkv, size_t qkv_s
         .out_stride = 1,
         .o = out->o,
         .snap = snap_ssm,
+        .delta = out->delta,
         .num_v = a->num_v,
         .t = rows,
         .b_n = 1,
@@ -162,16 +141,71 @@ static float *pick(float *host, size_t offset, float *scratch)
     return host != NULL ? host + offset : scratch;
 }
 
+/* Where element i of a 128-vector sits in a journal's k: the CUDA scan's transposed order. */
+static size_t perm_index(size_t i)
+{
+    return MEMRA__LANES * (i % 4) + i / 4;
+}
+
+/* The fold of a journal's n accepted rows (slot `half`) into the ring and the state in place. */
+static void fold(const memra__verify_args *a, const float *jr, uint32_t n, uint32_t half,
+                 float *ring, float *state)
+{
+    const size_t pad = a->d_conv - 1, num_v = a->num_v, ratio = num_v / a->num_k;
+    const size_t jrow = MEMRA__JOURNAL_ROW(a->conv_dim, num_v, a->num_k);
+    const size_t jk = a->conv_dim, jd = jk + a->num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
+    for (uint32_t r = n > pad ? n - (uint32_t)pad : 0; r < n && pad > 0; r++) {
+        const float *x = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)r + half) * jrow;
+        for (size_t c = 0; c < a->conv_dim; c++) {
+            memmove(ring + c * pad, ring + c * pad + 1, (pad - 1) * sizeof(float));
+            ring[c * pad + pad - 1] = x[c];
+        }
+    }
+    for (uint32_t r = 0; r < n; r++) {
+        const float *row = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)r + half) * jrow;
+        for (size_t h = 0; h < num_v; h++) {
+            const size_t kh = a->grouped ? h / ratio : h % a->num_k;
+            const float *k = row + jk + kh * MEMRA__S;
+            const float gd = row[jg + h];
+            for (size_t c = 0; c < MEMRA__S; c++) {
+                const float delta = row[jd + h * MEMRA__S + c];
+                float *s = state + (h * MEMRA__S + c) * MEMRA__S;
+                for (size_t i = 0; i < MEMRA__S; i++)
+                    s[i] = gd * s[i] + k[perm_index(i)] * delta;
+            }
+        }
+    }
+}
+
+/* The header of a journal that holds `rows` rows in slot `half`, capacity `cap`. */
+static void write_header(const memra__verify_args *a, float *jr, uint32_t cap, size_t rows,
+                         uint32_t half)
+{
+    const uint32_t hd[MEMRA__JH_WORDS] = {
+        [MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC,
+        [MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT,
+        [MEMRA__JH_D_STATE] = MEMRA__S,
+        [MEMRA__JH_NUM_K] = (uint32_t)a->num_k,
+        [MEMRA__JH_NUM_V] = (uint32_t)a->num_v,
+        [MEMRA__JH_D_CONV] = (uint32_t)a->d_conv,
+        [MEMRA__JH_GROUPED] = (uint32_t)a->grouped,
+        [MEMRA__JH_T_MAX] = cap,
+        [MEMRA__JH_ROWS] = (uint32_t)rows,
+        [MEMRA__JH_HALF] = half,
+    };
+    memcpy(jr, hd, sizeof hd);
+}
+
 void memra__cpu_gdn_verify(const memra__verify_args *a, float *scratch)
 {
     const size_t t = a->t, num_v = a->num_v, pad = a->d_conv - 1;
     const size_t act = num_v * MEMRA__S, state_words = act * MEMRA__S;
-    const size_t row_words = MEMRA__JOURNAL_ROW(a->conv_dim, num_v);
-    const size_t header = MEMRA__JOURNAL_HEADER(a->num_k);
+    const size_t ratio = num_v / a->num_k;
+    const size_t jrow = MEMRA__JOURNAL_ROW(a->conv_dim, num_v, a->num_k);
+    const size_t jk = a->conv_dim, jd = jk + a->num_k * MEMRA__S, jg = jd + act;
     const int journal = a->mode == MEMRA__MODE_JOURNAL;
     float *ring_copy = scratch + rows_words(a, t > 0 ? t : 1);
     float *state_copy = ring_copy + a->conv_dim * pad;
-    float *staging = state_copy + state_words;
 
     for (size_t b = 0; b < a->b_n; b++) {
         const uint64_t *row = a->table + b * MEMRA__TABLE_WIDTH;
@@ -187,6 +221,7 @@ void memra__cpu_gdn_verify(const memra__verify_args *a, float *scratch)
             .beta = pick(a->beta, x0 * num_v, s.beta),
             .g_log = pick(a->g_log, x0 * num_v, s.g_log),
             .o = a->o != NULL ? a->o + x0 * act : s.o,
+            .delta = journal ? s.delta : NULL,
         };
         /* A commit (t == 0) has no new rows, and its row inputs may be NULL. */
         const float *qkv = t > 0 ? a->qkv + x0 * a->conv_dim : NULL;
@@ -198,40 +233,47 @@ void memra__cpu_gdn_verify(const memra__verify_args *a, float *scratch)
             const uint64_t final = row[t % 2 == 1 ? 2 : 1];
             float *sc = a->snap_conv ? a->snap_conv + b * (t - 1) * a->conv_dim * pad : NULL;
             float *ss = a->snap_ssm ? a->snap_ssm + b * (t - 1) * state_words : NULL;
-            run_rows(a, qkv, a->conv_dim, beta_raw, alpha, num_v, t, ring, canonical, final, &out,
-                     sc, ss, staging);
+            run_rows(a, qkv, beta_raw, alpha, t, ring, canonical, final, &out, sc, ss);
             continue;
         }
 
-        float *jr = (float *)(uintptr_t)row[2];
-        const uint32_t held = word_u32(jr), n = a->accepted[b];
-        if (n > held) {
-            record(a->err, a->op, b, n, held, MEMRA__ERR_ACCEPTED_OVER_JOURNAL);
+        if (row[2] == 0 || row[2] % 4 != 0) {
+            record(a->err, a->op, b, (uint32_t)row[2], 0, MEMRA__ERR_JOURNAL_ADDRESS);
             continue;
         }
-        /* The fold: the accepted rows run one by one over the ring and the state in place;
-         * their activations land in scratch and are dropped. */
-        const rows_out f = carve(a, scratch, 1);
-        for (uint32_t r = 0; r < n; r++) {
-            const float *jx = jr + header + r * row_words;
-            run_rows(a, jx, row_words, jx + a->conv_dim, jx + a->conv_dim + num_v, row_words, 1,
-                     ring, canonical, canonical, &f, NULL, NULL, staging);
+        float *jr = (float *)(uintptr_t)row[2];
+        uint32_t hd[MEMRA__JH_WORDS];
+        memcpy(hd, jr, sizeof hd);
+        const memra__journal_verdict v = memra__journal_check(hd, a->accepted[b], a->num_k, num_v,
+                                                              a->d_conv, a->grouped, a->cap, t);
+        if (v.what != 0) {
+            record(a->err, a->op, b, v.value, v.limit, v.what);
+            continue;
         }
+        fold(a, jr, v.n, v.half, (float *)(uintptr_t)ring, (float *)(uintptr_t)canonical);
         if (t > 0) {
             /* The new rows run from copies, so that ring and state keep the folded values. */
             memcpy(ring_copy, (const float *)(uintptr_t)ring, a->conv_dim * pad * sizeof(float));
-            run_rows(a, qkv, a->conv_dim, beta_raw, alpha, num_v, t, (uint64_t)(uintptr_t)ring_copy,
-                     canonical, (uint64_t)(uintptr_t)state_copy, &out, NULL, NULL, staging);
+            run_rows(a, qkv, beta_raw, alpha, t, (uint64_t)(uintptr_t)ring_copy, canonical,
+                     (uint64_t)(uintptr_t)state_copy, &out, NULL, NULL);
         }
-        /* The journal now holds the new rows (none after a commit). */
+        /* The new rows go to the other slot: raw inputs, normalised k per key head (read from
+         * the first value head of each key head), deltas, gd. */
+        const uint32_t next = 1u - v.half;
         for (size_t r = 0; r < t; r++) {
-            float *dst = jr + header + r * row_words;
+            float *dst = jr + MEMRA__JOURNAL_HEADER + (2 * r + next) * jrow;
             memcpy(dst, qkv + r * a->conv_dim, a->conv_dim * sizeof(float));
-            memcpy(dst + a->conv_dim, beta_raw + r * num_v, num_v * sizeof(float));
-            memcpy(dst + a->conv_dim + num_v, alpha + r * num_v, num_v * sizeof(float));
+            for (size_t kh = 0; kh < a->num_k; kh++) {
+                const size_t vh = a->grouped ? kh * ratio : kh;
+                const float *k = out.k + (r * num_v + vh) * MEMRA__S;
+                for (size_t i = 0; i < MEMRA__S; i++)
+                    dst[jk + kh * MEMRA__S + perm_index(i)] = k[i];
+            }
+            memcpy(dst + jd, out.delta + r * act, act * sizeof(float));
+            for (size_t h = 0; h < num_v; h++)
+                dst[jg + h] = expf(out.g_log[r * num_v + h]);
         }
-        for (size_t kh = 0; kh < a->num_k; kh++)
-            set_word_u32(jr + kh, (uint32_t)t);
+        write_header(a, jr, v.cap, t, t > 0 ? next : 0);
     }
 }
 

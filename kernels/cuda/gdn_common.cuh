@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
 #include <type_traits>
 
 #include "kernels.h"
@@ -68,14 +69,24 @@ static cudaError_t memra__device_major(int *major)
     return err;
 }
 
+/* The number of multiprocessors of the current device; the CUDA error of the query. */
+static cudaError_t memra__device_sms(int *sms)
+{
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+    return err;
+}
+
 /*
- * Launches `kernel` on `stream` with programmatic stream serialisation on devices of compute
- * capability 9.0 and newer (see memra__pdl_enter, which every kernel calls first), and as a
- * plain stream-ordered launch elsewhere. Returns the launch's cudaError_t as an int.
+ * Launches `kernel` on `stream` with `smem` bytes of dynamic shared memory and programmatic
+ * stream serialisation on devices of compute capability 9.0 and newer (see memra__pdl_enter),
+ * and as a plain stream-ordered launch elsewhere. Returns the launch's cudaError_t as an int.
  */
 template <typename... Params, typename... Args>
-static int memra__launch(void (*kernel)(Params...), dim3 grid, dim3 block, void *stream,
-                         Args... args)
+static int memra__launch_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                              void *stream, Args... args)
 {
     int major = 0;
     const cudaError_t err = memra__device_major(&major);
@@ -89,12 +100,47 @@ static int memra__launch(void (*kernel)(Params...), dim3 grid, dim3 block, void 
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = (cudaStream_t)stream;
     const bool pdl = major >= 9;
     cfg.attrs = pdl ? attr : NULL;
     cfg.numAttrs = pdl ? 1 : 0;
     return (int)cudaLaunchKernelEx(&cfg, kernel, ((Params)args)...);
+}
+
+/* The same without dynamic shared memory. */
+template <typename... Params, typename... Args>
+static int memra__launch(void (*kernel)(Params...), dim3 grid, dim3 block, void *stream,
+                         Args... args)
+{
+    return memra__launch_smem(kernel, grid, block, 0, stream, args...);
+}
+
+/*
+ * Sets kernel K's dynamic shared-memory limit to `smem` bytes (needed above 48 KiB) and its
+ * preferred carveout to the largest shared-memory share, once per device: with every kernel of a
+ * verify asking for the same carveout, a multiprocessor never has to drain to reconfigure
+ * between them, and the blocks of a kernel launched early under programmatic dependent launch
+ * fit beside those of the kernel before it. Attributes belong to a device's context, hence the
+ * record per device ordinal (ordinals beyond the record are set at every launch).
+ */
+#define MEMRA__ATTR_DEVICES 64
+template <auto K> static cudaError_t memra__kernel_attributes(size_t smem)
+{
+    static std::atomic<int> done[MEMRA__ATTR_DEVICES];
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess)
+        return err;
+    if (device < MEMRA__ATTR_DEVICES && done[device].load(std::memory_order_acquire) != 0)
+        return cudaSuccess;
+    err = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (err == cudaSuccess)
+        err = cudaFuncSetAttribute(K, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                   (int)cudaSharedmemCarveoutMaxShared);
+    if (err == cudaSuccess && device < MEMRA__ATTR_DEVICES)
+        done[device].store(1, std::memory_order_release);
+    return err;
 }
 
 /*

@@ -1,82 +1,67 @@
 /*
- * CUDA kernel: the 1.1 one-launch verify (docs/verify-1.1.md). One kernel does the conv, the
- * prep and the scan of b_n sequences x t rows, in the three modes (SNAPSHOTS, FINAL_ONLY, JOURNAL),
- * and the journal commit (JOURNAL with t == 0). Its arithmetic is the 1.0 kernels': the conv
- * row, the normalisation and the gates come from gdn_math.cuh, the scan row from gdn_scan.cuh,
- * so the verify is bit-identical to the 1.0 program by construction.
+ * CUDA kernels: the verify (docs/verify-1.1.md) in its three modes, the journal commit and the
+ * device-side rollback.
  *
- * There are two forms of the kernel, with the same arithmetic and the same results. On devices
- * of compute capability 9.0 and newer, when a key head is read by at most two value heads, the
- * cluster form (gdn_verify_cluster_kernel, below) lets the blocks that read one key head share
- * its conv and normalisation. Elsewhere the plain form described first does that work in every
- * block.
+ * A verify or a commit is two kernels, launched back to back with programmatic dependent launch:
  *
- * Thread mapping (plain form). A block is the scan's block: 128 threads carrying SCAN_COLS = 32
- * adjacent columns of one (sequence b, value head h), 8 threads per pair of columns (gdn_scan.cu
- * explains the layout). The grid is b_n * num_v * 4 blocks, block (b, h, g) covering columns 32g ..
- * 32g + 31. Each block computes, for every row, the conv of exactly the channels its scan needs:
- * the 128 q and 128 k channels of its key head kh and the 32 v channels of its columns; thread i
- * convolves q channel i and k channel i, threads 0..31 also v channel 32g + i, each holding its
- * channel's window in registers across the rows. The conv outputs go to shared memory, where each
- * warp normalises q and k vectors of some rows (the prep's lane layout: lane L holds elements L,
- * L+32, L+64, L+96) and threads 0..7 compute the rows' beta and g_log. The scan then reads its k, q
- * and v from shared memory. Rows go in chunks of VERIFY_CHUNK so that any t fits in shared memory;
- * the conv windows and the state stay in registers between chunks.
+ * 1. The prologue (gdn_prologue_kernel) computes the conv and the prep once per key head and row:
+ *    block (b, unit) with unit < 2 * num_k takes the q (unit even) or k (odd) channels of key
+ *    head unit / 2 (thread i convolves channel i through all t rows, its window in registers),
+ *    stages the chunk's outputs in shared memory, and its warps L2-normalise them (the prep's
+ *    lane layout: lane L holds elements L, L+32, L+64, L+96); block (b, 2 * num_k + h) takes the v
+ *    channels of value head h (thread i: channel i) and the head's gates. Results go to the
+ *    verify's workspace, and to the optional outputs the host asked for. It also rolls each
+ *    channel's ring (a channel is read and written by one thread only) and, in JOURNAL mode,
+ *    checks the sequence's journal header and accepted count (memra__journal_check, every block
+ *    the same verdict), folds the accepted rows' raw inputs into the ring, and writes the new rows'
+ *    raw qkv and normalised k into the journal's free slot. Its block 0 of each sequence leaves the
+ *    verdict in the workspace for the scan. It waits for its predecessor before it reads
+ *    anything, and only then lets the scan launch.
  *
- * The q and k conv of a key head is computed by every block that reads it (4 per value head,
- * num_v / num_k value heads per key head). That redundant arithmetic is small against the scan's
- * and saves a hand-over between kernels, which is what a single launch is for.
+ * 2. The scan (gdn_verify_scan_kernel) is gdn_scan.cuh's row loop, shared with the 1.0 scans:
+ *    it issues its state loads before griddepcontrol.wait, so the state transfer overlaps the
+ *    prologue; then it reads the normalised rows from the workspace, folds the journal's accepted
+ *    rows (reduction-free: the recorded deltas), runs the new rows, and writes the outputs, the
+ *    snapshots, the final state or the folded state, the new rows' deltas and the journal header.
  *
- * Shared in-place buffers. The ring of a q or k channel is read by all the blocks of its key
- * head but may be rewritten only when none of them still has to read it; a block that started
- * late would otherwise see the next ring. The same holds for a journal's q and k channels and
- * its per-key-head header word. So the blocks of a (sequence, key head) count themselves in:
- * after its last read of shared data, each block adds one to a counter of the engine's
- * workspace (counters[b * num_k + kh]); the block that brings it to the group's size is the
- * last reader, writes the shared data (rings, journal rows and header of the key head) and sets
- * the counter back to zero for the next launch. No block ever waits for another, so the scheme
- * cannot deadlock whatever the scheduling. Data that only one block reads (its v channels, its
- * state columns) it writes itself. Outputs that several blocks could write (conv outputs and
- * snapshots of q and k channels, a head's q_l2, k_l2, beta, g_log) are written by one
- * designated block.
- *
- * Journal mode. With n = accepted[b] (checked against the journal's header: a larger n leaves
- * the whole sequence untouched and is recorded in the engine's error record), rows 0 .. n-1 of
- * the work are the journal's rows (raw qkv, beta_raw, alpha), rows n .. n+t-1 the new rows. At
- * the boundary the windows and the state are the folded ones: they are written back (the ring
- * by its writers as above, the state columns in place when n > 0) and the new rows go on from
- * copies in registers; the new rows' o (and optional activations) are written, no snapshot and
- * no final state. Finally the new rows become the journal.
+ * Every value comes from the functions the 1.0 kernels use (gdn_math.cuh's conv row,
+ * normalisation and gates; gdn_scan.cuh's row), so the verify is bit-identical to the 1.0
+ * program by construction. A sequence whose journal or count is refused is not touched by
+ * either kernel (ring, state, journal, outputs) and the finding is recorded in the engine's
+ * error record.
  */
 #include <stdint.h>
 #include <stdlib.h>
-
-#include <cooperative_groups.h>
-#include <cuda/atomic>
+#include <string.h>
 
 #include "gdn_common.cuh"
 #include "gdn_math.cuh"
 #include "gdn_scan.cuh"
 #include "kernels.h"
 
-#define VERIFY_THREADS SCAN_THREADS
-/* Rows staged in shared memory at a time. */
-#define VERIFY_CHUNK 8
-/* Blocks per multiprocessor the register allocation must allow. */
-#ifndef VERIFY_MIN_BLOCKS
-#define VERIFY_MIN_BLOCKS 4
-#endif
-/* Channels a block convolves: q and k of its key head, v of its columns. */
-#define VERIFY_QK (2 * MEMRA__S)
-#define VERIFY_CHANNELS (VERIFY_QK + SCAN_COLS)
+/* Prologue blocks: one thread per channel of a head; rows normalised PRO_CHUNK at a time. */
+#define PRO_THREADS MEMRA__S
+#define PRO_WARPS (PRO_THREADS / MEMRA__LANES)
+#define PRO_CHUNK 8
 
-static_assert(VERIFY_THREADS == MEMRA__S, "one thread per q (and k) channel");
-static_assert(VERIFY_CHUNK <= VERIFY_THREADS, "one thread per row computes the gates");
-static_assert(VERIFY_CHANNELS % 4 == 0, "16-byte aligned shared rows");
+/* The workspace of a verify of b_n x t rows (memra__verify_workspace_words lays it out). */
+typedef struct verify_ws {
+    float *q, *k, *v, *g_log, *beta;
+    uint32_t *seq;
+} verify_ws;
 
-static __device__ __forceinline__ uint32_t word_u32(const float *p)
+static __host__ __device__ verify_ws carve_ws(float *w, size_t b_n, size_t t, size_t num_k,
+                                              size_t num_v)
 {
-    return __float_as_uint(*p);
+    const size_t rows = b_n * t;
+    verify_ws ws;
+    ws.q = w;
+    ws.k = ws.q + rows * num_k * MEMRA__S;
+    ws.v = ws.k + rows * num_k * MEMRA__S;
+    ws.g_log = ws.v + rows * num_v * MEMRA__S;
+    ws.beta = ws.g_log + MEMRA__ROUND4(rows * num_v);
+    ws.seq = (uint32_t *)(ws.beta + MEMRA__ROUND4(rows * num_v));
+    return ws;
 }
 
 /*
@@ -101,757 +86,341 @@ static __device__ void record_error(memra__dev_error *err, uint32_t *claim, uint
     __threadfence_system();
 }
 
-/*
- * The shared memory of one block, channels in the order q | k | v (local channel l: q channel
- * l, k channel l - 128, v channel l - 256 of the block's columns). `raw` holds the conv's
- * inputs: PAD ring slots, then the chunk's rows, so that the window of row rr of local channel
- * l is raw[rr .. rr + PAD][l] and every (channel, row) output can be computed on its own. `x`
- * holds the conv outputs, then (q and k normalised in place) the scan's inputs.
- */
-typedef struct verify_smem {
-    float raw[VERIFY_CHUNK + MEMRA__D_CONV_MAX - 1][VERIFY_CHANNELS];
-    float x[VERIFY_CHUNK][VERIFY_CHANNELS];
-    float beta_raw[VERIFY_CHUNK], alpha[VERIFY_CHUNK];
-    float beta[VERIFY_CHUNK], g_log[VERIFY_CHUNK];
-    unsigned last;
-} verify_smem;
-
-/* The conv outputs of local channel l for rows 0 .. nr-1 of the chunk into x, each from its own
- * window (raw rows rr .. rr + PAD) through gdn_math.cuh's conv row: the rows are independent, so
- * their arithmetic chains overlap. */
-template <int DCONV>
-static __device__ __forceinline__ void conv_rows(verify_smem &sm, const float *w, size_t c,
-                                                 unsigned l, unsigned nr)
-{
-    constexpr int PAD = DCONV - 1;
-    float w8[MEMRA__D_CONV_MAX];
-#pragma unroll
-    for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
-        w8[j] = j < DCONV ? w[c * DCONV + j] : 0.0f;
-#pragma unroll
-    for (unsigned rr = 0; rr < VERIFY_CHUNK; rr++) {
-        if (rr < nr) {
-            float win[MEMRA__D_CONV_MAX];
-#pragma unroll
-            for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
-                win[j] = j <= PAD ? sm.raw[rr + j][l] : 0.0f;
-            sm.x[rr][l] = memra__conv_row<PAD>(win, w8);
-        }
-    }
-}
-
-/* The ring after row rr of the chunk (raw rows rr + 1 .. rr + PAD) of local channel l, to
- * dst[0 .. PAD-1]. */
-template <int PAD>
-static __device__ __forceinline__ void ring_after(const verify_smem &sm, unsigned rr, unsigned l,
-                                                  float *dst)
-{
-#pragma unroll
-    for (int j = 0; j < PAD; j++)
-        dst[j] = sm.raw[rr + 1 + j][l];
-}
-
-/* This thread's state columns, 16- or 4-byte accesses. */
-static __device__ __forceinline__ void load_state(float (&s)[SCAN_NC][SCAN_ELEMS], const float *p,
-                                                  bool vec)
-{
-#pragma unroll
-    for (int nn = 0; nn < SCAN_NC; nn++)
-#pragma unroll
-        for (int r = 0; r < 4; r++) {
-            if (vec)
-                load4<true>(s[nn] + 4 * r, p + nn * MEMRA__S + r * MEMRA__LANES);
-            else
-                load4<false>(s[nn] + 4 * r, p + nn * MEMRA__S + r * MEMRA__LANES);
-        }
-}
-
-static __device__ __forceinline__ void store_state(float *p, const float (&s)[SCAN_NC][SCAN_ELEMS],
-                                                   bool vec)
-{
-#pragma unroll
-    for (int nn = 0; nn < SCAN_NC; nn++) {
-        if (vec)
-            store_column<true>(p + nn * MEMRA__S, s[nn]);
-        else
-            store_column<false>(p + nn * MEMRA__S, s[nn]);
-    }
-}
-
-/* What a block knows of its sequence once it has read the table row and, in journal mode, the
- * accepted count: where its ring, states and journal are, how many journal rows it folds (n) and
- * how many rows it runs in all (n + t). */
-struct verify_seq {
-    float *ring;
-    const float *state_in;
-    float *state_out;
-    float *jr;
-    size_t jhdr, jrow;
-    uint32_t n;
-    size_t rows;
+/* One conv channel through a verify: its weights and window in registers. */
+template <int DCONV> struct conv_chan {
+    static constexpr int PAD = DCONV - 1;
+    float w8[MEMRA__D_CONV_MAX], win[MEMRA__D_CONV_MAX];
+    size_t c;
 };
 
-/* Reads sequence b's table row when the kernel executes (a replayed graph follows a rewritten
- * table) and checks its accepted count against the rows key head kh's journal holds. Every
- * block of the sequence sees the same two numbers and takes the same branch, so with a bad
- * count all of them return before any barrier (cluster barriers included) and leave the
- * sequence untouched; thread 0 of each records the finding, the first record wins. */
-template <int PAD>
-static __device__ __forceinline__ bool open_sequence(const memra__verify_args &a, size_t b,
-                                                     size_t kh, unsigned tid, verify_seq &q)
+/* What every channel of a sequence shares: where its ring and journal are, the fold. */
+typedef struct chan_seq {
+    float *ring, *jr;
+    size_t jrow;
+    uint32_t n, half;
+} chan_seq;
+
+/* Loads channel c's weights and ring, and rolls the journal's n accepted raw inputs into the
+ * window (only the last PAD of them stay in it); in JOURNAL mode the folded ring is written back
+ * at once when n > 0, since the new rows are not committed. */
+template <int DCONV>
+static __device__ __forceinline__ void chan_open(conv_chan<DCONV> &ch, const memra__verify_args &a,
+                                                 const chan_seq &q, size_t c)
 {
+    constexpr int PAD = DCONV - 1;
+    ch.c = c;
+#pragma unroll
+    for (int j = 0; j < MEMRA__D_CONV_MAX; j++) {
+        ch.w8[j] = j < DCONV ? a.w[c * DCONV + j] : 0.0f;
+        ch.win[j] = j < PAD ? q.ring[c * PAD + j] : 0.0f;
+    }
+    if constexpr (PAD > 0) {
+        if (q.jr == nullptr)
+            return;
+        for (uint32_t r = q.n > (uint32_t)PAD ? q.n - PAD : 0; r < q.n; r++) {
+#pragma unroll
+            for (int j = 0; j + 1 < PAD; j++)
+                ch.win[j] = ch.win[j + 1];
+            ch.win[PAD - 1] = q.jr[MEMRA__JOURNAL_HEADER + (2 * (size_t)r + q.half) * q.jrow + c];
+        }
+        if (q.n > 0) {
+#pragma unroll
+            for (int j = 0; j < PAD; j++)
+                q.ring[c * PAD + j] = ch.win[j];
+        }
+    }
+}
+
+/* New row r of sequence b through channel c: the conv output (also to conv_outs when asked),
+ * the ring snapshot after the row (SNAPSHOTS), the raw input into the journal's free slot. */
+template <int DCONV>
+static __device__ __forceinline__ float chan_row(conv_chan<DCONV> &ch, const memra__verify_args &a,
+                                                 const chan_seq &q, size_t b, size_t r, float x)
+{
+    constexpr int PAD = DCONV - 1;
+    const size_t t = a.t, c = ch.c;
+    ch.win[PAD] = x;
+    const float y = memra__conv_row<PAD>(ch.win, ch.w8);
+    if (a.conv_out != nullptr)
+        a.conv_out[(b * t + r) * a.conv_dim + c] = y;
+    if (PAD > 0 && a.snap_conv != nullptr && r + 1 < t) {
+        float *dst = a.snap_conv + ((b * (t - 1) + r) * a.conv_dim + c) * PAD;
+#pragma unroll
+        for (int j = 0; j < PAD; j++)
+            dst[j] = ch.win[j];
+    }
+    if (q.jr != nullptr)
+        q.jr[MEMRA__JOURNAL_HEADER + (2 * r + 1 - q.half) * q.jrow + c] = x;
+    return y;
+}
+
+/* The ring after the last new row (SNAPSHOTS and FINAL_ONLY; a journal keeps the folded one). */
+template <int DCONV>
+static __device__ __forceinline__ void chan_close(const conv_chan<DCONV> &ch, const chan_seq &q)
+{
+    constexpr int PAD = DCONV - 1;
+    if constexpr (PAD > 0) {
+        if (q.jr != nullptr)
+            return;
+#pragma unroll
+        for (int j = 0; j < PAD; j++)
+            q.ring[ch.c * PAD + j] = ch.win[j];
+    }
+}
+
+/* Rows r0 .. r0 + nr - 1 of sequence b, raw inputs of channel c (loaded together, so that their
+ * latencies overlap). */
+static __device__ __forceinline__ void load_rows(float (&x)[PRO_CHUNK], const memra__verify_args &a,
+                                                 size_t b, size_t r0, unsigned nr, size_t c)
+{
+#pragma unroll
+    for (unsigned rr = 0; rr < PRO_CHUNK; rr++)
+        x[rr] = rr < nr ? a.qkv[(b * a.t + r0 + rr) * a.conv_dim + c] : 0.0f;
+}
+
+template <int DCONV>
+__global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__verify_args a)
+{
+    __shared__ __align__(16) float sy[PRO_CHUNK][MEMRA__S];
+
+    /* Nothing is read before the predecessor has completed; the scan may launch only then, so
+     * that the state it reads before its own wait is the completed predecessors' (gdn_scan.cuh). */
+    memra__pdl_wait();
+    memra__pdl_trigger();
+
+    const unsigned tid = threadIdx.x, lane = tid % MEMRA__LANES, warp = tid / MEMRA__LANES;
+    const size_t units = 2 * a.num_k + a.num_v;
+    const size_t u = blockIdx.x % units, b = blockIdx.x / units;
+    const size_t t = a.t, num_k = a.num_k, num_v = a.num_v, key_dim = a.key_dim;
+    const size_t ratio = num_v / num_k;
     const bool journal = a.mode == MEMRA__MODE_JOURNAL;
+    const verify_ws ws = carve_ws(a.workspace, a.b_n, t, num_k, num_v);
     const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
-    q.ring = PAD > 0 ? (float *)(uintptr_t)row[0] : nullptr;
-    q.state_in = (const float *)(uintptr_t)row[1];
-    q.state_out = (float *)(uintptr_t)row[(journal || a.t % 2 == 0) ? 1 : 2];
-    q.jr = journal ? (float *)(uintptr_t)row[2] : nullptr;
-    q.jhdr = MEMRA__JOURNAL_HEADER(a.num_k);
-    q.jrow = MEMRA__JOURNAL_ROW(a.conv_dim, a.num_v);
+
+    chan_seq q;
+    q.ring = DCONV > 1 ? (float *)(uintptr_t)row[0] : nullptr;
+    q.jr = nullptr;
+    q.jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, num_k);
     q.n = 0;
+    q.half = 0;
     if (journal) {
-        const uint32_t held = word_u32(q.jr + kh);
-        q.n = a.accepted[b];
-        if (q.n > held) {
-            if (tid == 0)
-                record_error(a.err, a.err_claim, a.op, b, q.n, held,
-                             MEMRA__ERR_ACCEPTED_OVER_JOURNAL);
-            return false;
+        /* Table entries are read now, when the kernel executes. */
+        const uint64_t addr = row[2];
+        memra__journal_verdict v;
+        if (addr == 0 || (addr & 3u) != 0) {
+            v = memra__journal_verdict{MEMRA__ERR_JOURNAL_ADDRESS, (uint32_t)addr, 0, 0, 0, 0};
+        } else {
+            q.jr = (float *)(uintptr_t)addr;
+            v = memra__journal_check((const uint32_t *)q.jr, a.accepted[b], num_k, num_v, a.d_conv,
+                                     a.grouped, a.cap, t);
         }
+        if (u == 0 && tid == 0) {
+            ws.seq[3 * b] = v.n;
+            ws.seq[3 * b + 1] = v.what != 0 ? SCAN_REFUSED : v.half;
+            ws.seq[3 * b + 2] = v.cap;
+            if (v.what != 0)
+                record_error(a.err, a.err_claim, a.op, b, v.value, v.limit, v.what);
+        }
+        if (v.what != 0)
+            return;
+        q.n = v.n;
+        q.half = v.half;
     }
-    q.rows = q.n + a.t;
-    return true;
-}
 
-/* Row rr of the chunk as this thread's scan reads it from shared memory (either kernel's
- * layout: x holds the normalised q | k | v, then the gates): its 16 elements of k and q as
- * thread j of its group, the v of its columns (cl: the first, relative to c0), the gates. */
-template <class Smem>
-static __device__ __forceinline__ void chunk_row(scan_row &in, const Smem &sm, unsigned rr,
-                                                 unsigned j, unsigned cl)
-{
+    if (u < 2 * num_k) {
+        /* Key head kh = u / 2, its q channels (u even) or k channels (u odd): thread i takes
+         * channel i of the head. */
+        const size_t kh = u / 2, which = u % 2;
+        conv_chan<DCONV> ch;
+        chan_open(ch, a, q, which * key_dim + kh * MEMRA__S + tid);
+        float *const wsv = which ? ws.k : ws.q;
+        float *const out = which ? a.k_l2 : a.q_l2;
+        for (size_t r0 = 0; r0 < t; r0 += PRO_CHUNK) {
+            const unsigned nr = (unsigned)(t - r0 < PRO_CHUNK ? t - r0 : PRO_CHUNK);
+            float x[PRO_CHUNK];
+            load_rows(x, a, b, r0, nr, ch.c);
 #pragma unroll
-    for (int r = 0; r < 4; r++) {
-        load4<true>(in.k + 4 * r, &sm.x[rr][MEMRA__S + r * MEMRA__LANES + 4 * j]);
-        load4<true>(in.q + 4 * r, &sm.x[rr][r * MEMRA__LANES + 4 * j]);
-    }
-#pragma unroll
-    for (int nn = 0; nn < SCAN_NC; nn++)
-        in.v[nn] = sm.x[rr][VERIFY_QK + cl + nn];
-    in.g = sm.g_log[rr];
-    in.beta = sm.beta[rr];
-}
-
-template <int DCONV, bool VEC>
-__global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
-    gdn_verify_kernel(const memra__verify_args a)
-{
-    constexpr int PAD = DCONV - 1;
-    __shared__ __align__(16) verify_smem sm;
-
-    memra__pdl_enter();
-
-    const unsigned tid = threadIdx.x;
-    const unsigned grp = blockIdx.x % SCAN_BLOCKS_PER_HEAD;
-    const size_t bh = blockIdx.x / SCAN_BLOCKS_PER_HEAD;
-    const size_t h = bh % a.num_v;
-    const size_t b = bh / a.num_v;
-    const size_t num_v = a.num_v, t = a.t, conv_dim = a.conv_dim, key_dim = a.key_dim;
-    const size_t ratio = num_v / a.num_k;
-    const size_t kh = a.grouped ? h / ratio : h % a.num_k;
-    /* The first value head that reads key head kh: its group-0 block writes the q and k
-     * channels' outputs; each head's group-0 block writes the head's outputs. */
-    const size_t first_vh = a.grouped ? kh * ratio : kh;
-    const bool qk_writer = grp == 0 && h == first_vh;
-    const bool head_writer = grp == 0;
-    const unsigned c0 = grp * SCAN_COLS;
-    const bool journal = a.mode == MEMRA__MODE_JOURNAL;
-
-    verify_seq sq;
-    if (!open_sequence<PAD>(a, b, kh, tid, sq))
-        return;
-    float *const ring = sq.ring;
-    const float *const state_in = sq.state_in;
-    float *const state_out = sq.state_out;
-    float *const jr = sq.jr;
-    const size_t jhdr = sq.jhdr, jrow = sq.jrow, rows = sq.rows;
-    const uint32_t n = sq.n;
-
-    /* This thread's channels: q and k channel tid of key head kh and (tid < 32) v channel
-     * c0 + tid of head h; their places in shared memory are tid, 128 + tid and 256 + tid. */
-    const size_t ch_q = kh * MEMRA__S + tid;
-    const size_t ch_k = key_dim + kh * MEMRA__S + tid;
-    const bool has_v = tid < SCAN_COLS;
-    const size_t ch_v = 2 * key_dim + h * MEMRA__S + c0 + (has_v ? tid : 0);
-
-    /* The rings of the block's channels, staged as the first PAD rows of raw: three
-     * contiguous runs of device memory (q, k and v channels), read by consecutive threads. */
-    if (PAD > 0) {
-        const float *rq = ring + kh * MEMRA__S * PAD;
-        const float *rk = ring + (key_dim + kh * MEMRA__S) * PAD;
-        const float *rv = ring + (2 * key_dim + h * MEMRA__S + c0) * PAD;
-        constexpr int PADD = PAD > 0 ? PAD : 1; /* PAD as a divisor */
-        for (int i = (int)tid; i < MEMRA__S * PAD; i += VERIFY_THREADS) {
-            sm.raw[i % PADD][i / PADD] = rq[i];
-            sm.raw[i % PADD][MEMRA__S + i / PADD] = rk[i];
-        }
-        for (int i = (int)tid; i < SCAN_COLS * PAD; i += VERIFY_THREADS)
-            sm.raw[i % PADD][VERIFY_QK + i / PADD] = rv[i];
-    }
-
-    /* The state columns of this thread (gdn_scan.cu's layout). */
-    const unsigned j = tid % SCAN_GROUP;
-    const unsigned cl = tid / SCAN_GROUP * SCAN_NC; /* first column, relative to c0 */
-    const size_t head_words = (size_t)MEMRA__S * MEMRA__S;
-    const size_t state_words = num_v * head_words;
-    const size_t col = h * head_words + (size_t)(c0 + cl) * MEMRA__S + 4 * j;
-    const bool state_vec = ((((uintptr_t)state_in | (uintptr_t)state_out) & 15u) == 0);
-    float s[SCAN_NC][SCAN_ELEMS];
-
-    /*
-     * Counting in as a reader of the key head's shared data (see the header comment). Every
-     * shared value this block reads (rings, journal rows, the header word) has reached a
-     * register that was used or shared memory before the barrier, so none of those reads can
-     * still be outstanding; thread 0's acquire-release increment then orders them before any
-     * write the last reader makes, and orders the last reader's writes after everyone's reads.
-     * The state is loaded only after the count when that comes in the first chunk, so that the
-     * release does not wait for the state's HBM latency, which then overlaps the conv and prep.
-     */
-    const unsigned readers = (unsigned)(ratio * SCAN_BLOCKS_PER_HEAD);
-    bool counted = false, state_loaded = false;
-    auto count_in = [&]() {
-        __syncthreads();
-        if (tid == 0) {
-            cuda::atomic_ref<unsigned, cuda::thread_scope_device> cnt(a.counters[b * a.num_k + kh]);
-            const unsigned before = cnt.fetch_add(1u, cuda::memory_order_acq_rel);
-            const bool last = before + 1 == readers;
-            if (last)
-                cnt.store(0u, cuda::memory_order_relaxed);
-            sm.last = last ? 1u : 0u;
-        }
-        __syncthreads();
-        counted = true;
-    };
-    /* A fold longer than one chunk reads journal rows after the first chunk's scan has begun:
-     * the state must be there first. */
-    if (n > VERIFY_CHUNK) {
-        load_state(s, state_in + col, state_vec);
-        state_loaded = true;
-    }
-
-    const size_t x_base = b * t; /* row index of new row 0 in [b_n, t, ...] */
-
-    for (size_t r0 = 0; r0 < rows || !counted; r0 += VERIFY_CHUNK) {
-        const size_t nr = r0 >= rows ? 0 : rows - r0 < VERIFY_CHUNK ? rows - r0 : VERIFY_CHUNK;
-
-        /* Stage the chunk's raw inputs: journal rows below n, new rows from n. The loop has a
-         * fixed trip count so that all its loads are in flight at once. */
-#pragma unroll
-        for (unsigned rr = 0; rr < VERIFY_CHUNK; rr++) {
-            if (rr < nr) {
-                const size_t gr = r0 + rr;
-                const float *src =
-                    gr < n ? jr + jhdr + gr * jrow : a.qkv + (x_base + (gr - n)) * conv_dim;
-                const float xq = src[ch_q], xk = src[ch_k];
-                const float xv = has_v ? src[ch_v] : 0.0f;
-                sm.raw[PAD + rr][tid] = xq;
-                sm.raw[PAD + rr][MEMRA__S + tid] = xk;
-                if (has_v)
-                    sm.raw[PAD + rr][VERIFY_QK + tid] = xv;
-            }
-        }
-        if (tid < nr) {
-            const size_t gr = r0 + tid;
-            if (gr < n) {
-                const float *src = jr + jhdr + gr * jrow + conv_dim;
-                sm.beta_raw[tid] = src[h];
-                sm.alpha[tid] = src[num_v + h];
-            } else {
-                const size_t hr = (x_base + (gr - n)) * num_v + h;
-                sm.beta_raw[tid] = a.beta_raw[hr];
-                sm.alpha[tid] = a.alpha[hr];
-            }
-        }
-        if (!counted && r0 + nr >= n)
-            count_in();
-        else
+            for (unsigned rr = 0; rr < PRO_CHUNK; rr++)
+                if (rr < nr)
+                    sy[rr][tid] = chan_row(ch, a, q, b, r0 + rr, x[rr]);
             __syncthreads();
-        if (!state_loaded) {
-            load_state(s, state_in + col, state_vec);
-            state_loaded = true;
-        }
-        if (nr == 0)
-            break;
-        const bool last = counted && sm.last != 0;
-
-        /* Conv of the chunk's rows: this thread's three channels (gdn_math.cuh's row), then
-         * the rings the rows leave, which are windows of raw: after each new row for the
-         * snapshots, after row n - 1 for a journal's folded ring (n == 0 leaves the ring as it
-         * is), after the last row for the final ring. */
-        conv_rows<DCONV>(sm, a.w, ch_q, tid, nr);
-        conv_rows<DCONV>(sm, a.w, ch_k, MEMRA__S + tid, nr);
-        if (has_v)
-            conv_rows<DCONV>(sm, a.w, ch_v, VERIFY_QK + tid, nr);
-        for (unsigned rr = 0; rr < nr; rr++) {
-            const size_t gr = r0 + rr;
-            const bool is_new = gr >= n;
-            const size_t r = gr - n; /* new-row index when is_new */
-            if (is_new && a.conv_out != nullptr) {
-                float *y = a.conv_out + (x_base + r) * conv_dim;
-                if (qk_writer) {
-                    y[ch_q] = sm.x[rr][tid];
-                    y[ch_k] = sm.x[rr][MEMRA__S + tid];
-                }
-                if (has_v)
-                    y[ch_v] = sm.x[rr][VERIFY_QK + tid];
-            }
-            if (PAD > 0 && is_new && a.snap_conv != nullptr && r + 1 < t) {
-                float *sn = a.snap_conv + (b * (t - 1) + r) * conv_dim * PAD;
-                if (qk_writer) {
-                    ring_after<PAD>(sm, rr, tid, sn + ch_q * PAD);
-                    ring_after<PAD>(sm, rr, MEMRA__S + tid, sn + ch_k * PAD);
-                }
-                if (has_v)
-                    ring_after<PAD>(sm, rr, VERIFY_QK + tid, sn + ch_v * PAD);
-            }
-            const bool ring_point = journal ? (n > 0 && gr + 1 == n) : (gr + 1 == rows);
-            if (PAD > 0 && ring_point) {
-                if (last) {
-                    ring_after<PAD>(sm, rr, tid, ring + ch_q * PAD);
-                    ring_after<PAD>(sm, rr, MEMRA__S + tid, ring + ch_k * PAD);
-                }
-                if (has_v)
-                    ring_after<PAD>(sm, rr, VERIFY_QK + tid, ring + ch_v * PAD);
-            }
-        }
-        /* The next chunk's first PAD raw rows are this chunk's last (full chunks have
-         * VERIFY_CHUNK >= PAD rows, so source and destination rows do not overlap); each
-         * thread moves its own channels, which only it reads in the conv. */
-        if (PAD > 0 && r0 + nr < rows) {
+            /* Normalisation: warp w takes rows w, w + 4, ... of the chunk; lane L holds elements
+             * L, L+32, L+64, L+96, as in the prep kernel. */
+            for (unsigned rr = warp; rr < nr; rr += PRO_WARPS) {
+                const size_t hr = b * t + r0 + rr;
+                float y[MEMRA__PER_LANE];
 #pragma unroll
-            for (int j = 0; j < PAD; j++) {
-                sm.raw[j][tid] = sm.raw[nr + j][tid];
-                sm.raw[j][MEMRA__S + tid] = sm.raw[nr + j][MEMRA__S + tid];
-                if (has_v)
-                    sm.raw[j][VERIFY_QK + tid] = sm.raw[nr + j][VERIFY_QK + tid];
-            }
-        }
-        __syncthreads();
-
-        /* Prep: warp w normalises the vectors w, w + 4, ... of the chunk (vector 2rr is row rr's
-         * q, 2rr + 1 its k); threads below nr compute their row's gates. */
-        const unsigned warp = tid / MEMRA__LANES, lane = tid % MEMRA__LANES;
+                for (int r4 = 0; r4 < MEMRA__PER_LANE; r4++)
+                    y[r4] = sy[rr][r4 * MEMRA__LANES + lane];
+                memra__l2_normalise(y, a.eps);
+                float *wsd = wsv + (hr * num_k + kh) * MEMRA__S;
+                float *jk = which && q.jr != nullptr ? q.jr + MEMRA__JOURNAL_HEADER +
+                                                           (2 * (r0 + rr) + 1 - q.half) * q.jrow +
+                                                           a.conv_dim + kh * MEMRA__S
+                                                     : nullptr;
 #pragma unroll
-        for (unsigned i = 0; i < 2 * VERIFY_CHUNK / SCAN_WARPS; i++) {
-            const unsigned vec = warp + i * SCAN_WARPS;
-            if (vec < 2 * nr) {
-                float *xv = &sm.x[vec / 2][(vec % 2) * MEMRA__S];
-                float x[MEMRA__PER_LANE];
-#pragma unroll
-                for (int r = 0; r < MEMRA__PER_LANE; r++)
-                    x[r] = xv[r * MEMRA__LANES + lane];
-                memra__l2_normalise(x, a.eps);
-#pragma unroll
-                for (int r = 0; r < MEMRA__PER_LANE; r++)
-                    xv[r * MEMRA__LANES + lane] = x[r];
-            }
-        }
-        if (tid < nr) {
-            sm.beta[tid] = memra__gate_beta(sm.beta_raw[tid]);
-            sm.g_log[tid] = memra__gate_g_log(sm.alpha[tid], a.dt_bias[h], a.a[h]);
-        }
-        __syncthreads();
-
-        /* The optional prep outputs of the chunk's new rows. */
-        for (unsigned rr = 0; rr < nr; rr++) {
-            const size_t gr = r0 + rr;
-            if (gr < n)
-                continue;
-            const size_t hr = (x_base + (gr - n)) * num_v + h;
-            if (head_writer) {
-                if (a.q_l2 != nullptr)
-                    a.q_l2[hr * MEMRA__S + tid] = sm.x[rr][tid];
-                if (a.k_l2 != nullptr)
-                    a.k_l2[hr * MEMRA__S + tid] = sm.x[rr][MEMRA__S + tid];
-                if (tid == 0 && a.beta != nullptr)
-                    a.beta[hr] = sm.beta[rr];
-                if (tid == 0 && a.g_log != nullptr)
-                    a.g_log[hr] = sm.g_log[rr];
-            }
-            if (has_v && a.v_g != nullptr)
-                a.v_g[hr * MEMRA__S + c0 + tid] = sm.x[rr][VERIFY_QK + tid];
-        }
-
-        /* Scan the chunk's rows. */
-        for (unsigned rr = 0; rr < nr; rr++) {
-            const size_t gr = r0 + rr;
-            scan_row in;
-            chunk_row(in, sm, rr, j, cl);
-
-            float *op = nullptr, *sn = nullptr;
-            if (gr >= n) {
-                const size_t r = gr - n;
-                op = a.o + ((x_base + r) * num_v + h) * MEMRA__S + c0 + cl;
-                if (a.snap_ssm != nullptr && r + 1 < t)
-                    sn = a.snap_ssm + (b * (t - 1) + r) * state_words + col;
-            }
-            scan_row_step<VEC>(s, in, j, a.scale, op, sn);
-
-            /* Journal: the folded state goes back in place; the new rows continue from it. */
-            if (journal && n > 0 && gr + 1 == n)
-                store_state(state_out + col, s, state_vec);
-        }
-        __syncthreads();
-    }
-
-    if (!journal) {
-        store_state(state_out + col, s, state_vec);
-        return;
-    }
-
-    /* Journal: the new rows replace the old ones. Every block writes its v channels; the last
-     * reader of the key head writes its q and k channels, the beta_raw and alpha of the value
-     * heads that read it, and its header word. */
-    const bool last = sm.last != 0;
-    for (size_t r = 0; r < t; r++) {
-        const float *src = a.qkv + (x_base + r) * conv_dim;
-        float *dst = jr + jhdr + r * jrow;
-        if (has_v)
-            dst[ch_v] = src[ch_v];
-        if (last) {
-            dst[ch_q] = src[ch_q];
-            dst[ch_k] = src[ch_k];
-            for (size_t i = tid; i < ratio; i += VERIFY_THREADS) {
-                const size_t vh = a.grouped ? kh * ratio + i : kh + i * a.num_k;
-                dst[conv_dim + vh] = a.beta_raw[(x_base + r) * num_v + vh];
-                dst[conv_dim + num_v + vh] = a.alpha[(x_base + r) * num_v + vh];
-            }
-        }
-    }
-    if (last && tid == 0)
-        jr[kh] = __uint_as_float((uint32_t)t);
-}
-
-/*
- * The cluster form of the verify (compute capability 9.0 and newer, num_v / num_k <= 2): the
- * CS = 4 * num_v / num_k blocks that read one key head (the 4 column groups of each of its
- * value heads) form one thread-block cluster, and share its q and k work instead of each doing
- * all of it. Block rank r of the cluster convolves q/k local channels [r * QKP, (r + 1) * QKP)
- * (QKP = 256 / CS; local channel l < 128 is q channel l of the key head, l >= 128 is k channel
- * l - 128) and its own 32 v channels; the conv outputs stay in its shared memory. Warp w of rank
- * r then normalises vectors 4r + w, 4r + w + 4 CS, ... of the chunk (vector 2rr is row rr's q,
- * 2rr + 1 its k): lane L reads its four elements L + 32i from the ranks holding them (distributed
- * shared memory), runs the prep's normalisation, and writes the result into every rank's `x`.
- * Each rank then scans its own columns from its own shared memory, as the plain kernel does.
- *
- * Every shared buffer has exactly one reader-writer block here: a q or k channel's ring and
- * journal rows belong to the rank that convolves it, a v channel's to its block, a value head's
- * journal beta_raw and alpha (read by the head's 4 blocks) are rewritten by its group-0 block
- * after the cluster's last barrier, the key head's header word by rank 0. So no counter is
- * needed, and a late block cannot exist: a cluster's blocks run together.
- *
- * Grid: blockIdx.x = ((b * num_k + kh) * ratio + vi) * 4 + grp, value head vi of key head kh
- * (vh = kh * ratio + vi grouped, kh + vi * num_k tiled), so that the CS consecutive blocks of a
- * cluster are one key head's.
- */
-#define CL_NCH_MAX (VERIFY_QK / 4 + SCAN_COLS) /* q/k channels of a rank (CS = 4) + v */
-
-typedef struct cluster_smem {
-    float raw[VERIFY_CHUNK + MEMRA__D_CONV_MAX - 1][CL_NCH_MAX];
-    float y[VERIFY_CHUNK][VERIFY_QK / 4]; /* conv outputs of the rank's q/k channels */
-    float x[VERIFY_CHUNK][VERIFY_CHANNELS];
-    float w8[CL_NCH_MAX][MEMRA__D_CONV_MAX];
-    float beta_raw[VERIFY_CHUNK], alpha[VERIFY_CHUNK];
-    float beta[VERIFY_CHUNK], g_log[VERIFY_CHUNK];
-} cluster_smem;
-
-/* The ring after row rr of a staged raw array of width W (rows rr + 1 .. rr + PAD). */
-template <int PAD, int W>
-static __device__ __forceinline__ void
-ring_after_c(const float (&raw)[VERIFY_CHUNK + MEMRA__D_CONV_MAX - 1][W], unsigned rr, unsigned l,
-             float *dst)
-{
-#pragma unroll
-    for (int j = 0; j < PAD; j++)
-        dst[j] = raw[rr + 1 + j][l];
-}
-
-template <int DCONV, bool VEC, int CS>
-__global__ void __launch_bounds__(VERIFY_THREADS, VERIFY_MIN_BLOCKS)
-    gdn_verify_cluster_kernel(const memra__verify_args a)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int PAD = DCONV - 1;
-    /* PAD as a divisor, for index arithmetic that only runs when PAD > 0. */
-    constexpr unsigned PADD = PAD > 0 ? PAD : 1;
-    constexpr unsigned QKP = VERIFY_QK / CS;
-    constexpr unsigned NCH = QKP + SCAN_COLS;
-    __shared__ __align__(16) cluster_smem sm;
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-
-    memra__pdl_enter();
-
-    const unsigned tid = threadIdx.x;
-    const unsigned rank = cluster.block_rank();
-    const unsigned grp = blockIdx.x % SCAN_BLOCKS_PER_HEAD;
-    const size_t num_v = a.num_v, t = a.t, conv_dim = a.conv_dim, key_dim = a.key_dim;
-    const size_t ratio = num_v / a.num_k;
-    const size_t bkv = blockIdx.x / SCAN_BLOCKS_PER_HEAD; /* (b * num_k + kh) * ratio + vi */
-    const size_t vi = bkv % ratio, bk = bkv / ratio;
-    const size_t kh = bk % a.num_k, b = bk / a.num_k;
-    const size_t h = a.grouped ? kh * ratio + vi : kh + vi * a.num_k;
-    const unsigned c0 = grp * SCAN_COLS;
-    const bool journal = a.mode == MEMRA__MODE_JOURNAL;
-
-    verify_seq sq;
-    if (!open_sequence<PAD>(a, b, kh, tid, sq))
-        return;
-    float *const ring = sq.ring;
-    const float *const state_in = sq.state_in;
-    float *const state_out = sq.state_out;
-    float *const jr = sq.jr;
-    const size_t jhdr = sq.jhdr, jrow = sq.jrow, rows = sq.rows;
-    const uint32_t n = sq.n;
-
-    /* The state columns, first, so that their latency overlaps everything before the scan. */
-    const unsigned j = tid % SCAN_GROUP;
-    const unsigned cl = tid / SCAN_GROUP * SCAN_NC;
-    const size_t head_words = (size_t)MEMRA__S * MEMRA__S;
-    const size_t state_words = num_v * head_words;
-    const size_t col = h * head_words + (size_t)(c0 + cl) * MEMRA__S + 4 * j;
-    const bool state_vec = ((((uintptr_t)state_in | (uintptr_t)state_out) & 15u) == 0);
-    float s[SCAN_NC][SCAN_ELEMS];
-    load_state(s, state_in + col, state_vec);
-
-    /* The rank's channels: local l < QKP is q/k channel qk0 + l, l >= QKP v channel
-     * vc0 + l - QKP; both runs are contiguous in the channel order. */
-    const unsigned qk0 = rank * QKP;
-    const size_t gq0 =
-        qk0 < MEMRA__S ? kh * MEMRA__S + qk0 : key_dim + kh * MEMRA__S + qk0 - MEMRA__S;
-    const size_t vc0 = 2 * key_dim + h * MEMRA__S + c0;
-    auto channel = [&](unsigned l) -> size_t { return l < QKP ? gq0 + l : vc0 + (l - QKP); };
-
-    const size_t x_base = b * t;
-    const unsigned warp = tid / MEMRA__LANES, lane = tid % MEMRA__LANES;
-    const float dt_h = a.dt_bias[h], a_h = a.a[h];
-
-    /* Per thread, the staging below moves X_PER raw inputs per chunk and, with the first chunk,
-     * W_PER weights (zero beyond d_conv) and R_PER ring slots: all loads of a step are issued
-     * before any of their stores, so that their latencies overlap instead of adding up. */
-    constexpr unsigned X_PER = (NCH * VERIFY_CHUNK + VERIFY_THREADS - 1) / VERIFY_THREADS;
-    constexpr unsigned W_PER = (NCH * MEMRA__D_CONV_MAX + VERIFY_THREADS - 1) / VERIFY_THREADS;
-    constexpr unsigned R_PER = (NCH * PADD + VERIFY_THREADS - 1) / VERIFY_THREADS;
-
-    for (size_t r0 = 0; r0 < rows; r0 += VERIFY_CHUNK) {
-        const unsigned nr = (unsigned)(rows - r0 < VERIFY_CHUNK ? rows - r0 : VERIFY_CHUNK);
-
-        /* Stage the chunk's raw inputs of the rank's channels and its head's gate inputs (and,
-         * first, the channels' weights and rings). */
-        float xr[X_PER], wr[W_PER], rg[R_PER];
-        float br = 0.0f, al = 0.0f;
-#pragma unroll
-        for (unsigned u = 0; u < X_PER; u++) {
-            const unsigned i = tid + u * VERIFY_THREADS, l = i % NCH, rr = i / NCH;
-            const size_t gr = r0 + rr;
-            const float *src =
-                gr < n ? jr + jhdr + gr * jrow : a.qkv + (x_base + (gr - n)) * conv_dim;
-            xr[u] = rr < nr ? src[channel(l)] : 0.0f;
-        }
-        if (r0 == 0) {
-#pragma unroll
-            for (unsigned u = 0; u < W_PER; u++) {
-                const unsigned i = tid + u * VERIFY_THREADS;
-                const unsigned l = i / MEMRA__D_CONV_MAX, jj = i % MEMRA__D_CONV_MAX;
-                wr[u] = (l < NCH && jj < DCONV) ? a.w[channel(l) * DCONV + jj] : 0.0f;
-            }
-#pragma unroll
-            for (unsigned u = 0; u < R_PER; u++) {
-                const unsigned i = tid + u * VERIFY_THREADS;
-                rg[u] =
-                    (PAD > 0 && i < NCH * PAD) ? ring[channel(i / PADD) * PAD + i % PADD] : 0.0f;
-            }
-        }
-        if (tid < nr) {
-            const size_t gr = r0 + tid;
-            const float *src = gr < n ? jr + jhdr + gr * jrow + conv_dim : nullptr;
-            const size_t hr = (x_base + (gr - n)) * num_v + h;
-            br = gr < n ? src[h] : a.beta_raw[hr];
-            al = gr < n ? src[num_v + h] : a.alpha[hr];
-        }
-#pragma unroll
-        for (unsigned u = 0; u < X_PER; u++) {
-            const unsigned i = tid + u * VERIFY_THREADS;
-            if (i / NCH < nr)
-                sm.raw[PAD + i / NCH][i % NCH] = xr[u];
-        }
-        if (r0 == 0) {
-#pragma unroll
-            for (unsigned u = 0; u < W_PER; u++) {
-                const unsigned i = tid + u * VERIFY_THREADS;
-                if (i / MEMRA__D_CONV_MAX < NCH)
-                    sm.w8[i / MEMRA__D_CONV_MAX][i % MEMRA__D_CONV_MAX] = wr[u];
-            }
-#pragma unroll
-            for (unsigned u = 0; u < R_PER; u++) {
-                const unsigned i = tid + u * VERIFY_THREADS;
-                if (PAD > 0 && i < NCH * PAD)
-                    sm.raw[i % PADD][i / PADD] = rg[u];
-            }
-        }
-        if (tid < nr) {
-            sm.beta_raw[tid] = br;
-            sm.alpha[tid] = al;
-        }
-        __syncthreads();
-
-        /* Conv: one (channel, row) output per iteration, each from its own window. The v
-         * channels' outputs go straight to x, the q/k channels' to y for the normalisers. */
-        for (unsigned i = tid; i < NCH * nr; i += VERIFY_THREADS) {
-            const unsigned l = i % NCH, rr = i / NCH;
-            float win[MEMRA__D_CONV_MAX], w8[MEMRA__D_CONV_MAX];
-#pragma unroll
-            for (int jj = 0; jj < MEMRA__D_CONV_MAX; jj++) {
-                win[jj] = jj <= PAD ? sm.raw[rr + jj][l] : 0.0f;
-                w8[jj] = sm.w8[l][jj];
-            }
-            const float yv = memra__conv_row<PAD>(win, w8);
-            if (l < QKP)
-                sm.y[rr][l] = yv;
-            else
-                sm.x[rr][VERIFY_QK + l - QKP] = yv;
-            const size_t gr = r0 + rr;
-            if (gr >= n && a.conv_out != nullptr)
-                a.conv_out[(x_base + gr - n) * conv_dim + channel(l)] = yv;
-        }
-        /* Rings: after each new row for the snapshots, after row n - 1 for a journal's folded
-         * ring, after the last row for the final ring; all windows of raw. */
-        if (PAD > 0) {
-            for (unsigned i = tid; i < NCH * nr; i += VERIFY_THREADS) {
-                const unsigned l = i % NCH, rr = i / NCH;
-                const size_t gr = r0 + rr, r = gr - n;
-                float *dst = nullptr;
-                if (gr >= n && a.snap_conv != nullptr && r + 1 < t)
-                    dst = a.snap_conv + (b * (t - 1) + r) * conv_dim * PAD;
-                if (dst != nullptr)
-                    ring_after_c<PAD>(sm.raw, rr, l, dst + channel(l) * PAD);
-                if (journal ? (n > 0 && gr + 1 == n) : (gr + 1 == rows))
-                    ring_after_c<PAD>(sm.raw, rr, l, ring + channel(l) * PAD);
-            }
-        }
-        if (tid < nr) {
-            sm.beta[tid] = memra__gate_beta(sm.beta_raw[tid]);
-            sm.g_log[tid] = memra__gate_g_log(sm.alpha[tid], dt_h, a_h);
-        }
-        cluster.sync();
-
-        /* Prep: this warp's vectors, gathered from the ranks that convolved them, normalised,
-         * and written into every rank's x. */
-        for (unsigned vec = rank * SCAN_WARPS + warp; vec < 2 * nr; vec += CS * SCAN_WARPS) {
-            const unsigned rr = vec / 2, base = (vec % 2) * MEMRA__S;
-            float x[MEMRA__PER_LANE];
-#pragma unroll
-            for (int r = 0; r < MEMRA__PER_LANE; r++) {
-                const unsigned l = base + r * MEMRA__LANES + lane;
-                const float *yr = cluster.map_shared_rank(&sm.y[rr][l % QKP], l / QKP);
-                x[r] = *yr;
-            }
-            memra__l2_normalise(x, a.eps);
-            const size_t gr = r0 + rr;
-#pragma unroll
-            for (int r = 0; r < MEMRA__PER_LANE; r++) {
-                const unsigned l = base + r * MEMRA__LANES + lane;
-                for (unsigned q = 0; q < CS; q++)
-                    *cluster.map_shared_rank(&sm.x[rr][l], q) = x[r];
-                if (gr >= n) {
-                    float *out = base == 0 ? a.q_l2 : a.k_l2;
+                for (int r4 = 0; r4 < MEMRA__PER_LANE; r4++) {
+                    const int i = r4 * MEMRA__LANES + (int)lane;
+                    wsd[memra__perm_index(i)] = y[r4];
+                    if (jk != nullptr)
+                        jk[memra__perm_index(i)] = y[r4];
                     if (out != nullptr)
-                        for (size_t v2 = 0; v2 < ratio; v2++) {
-                            const size_t vh = a.grouped ? kh * ratio + v2 : kh + v2 * a.num_k;
-                            out[((x_base + gr - n) * num_v + vh) * MEMRA__S + l - base] = x[r];
+                        for (size_t m = 0; m < ratio; m++) {
+                            const size_t vh = a.grouped ? kh * ratio + m : kh + m * num_k;
+                            out[(hr * num_v + vh) * MEMRA__S + i] = y[r4];
                         }
                 }
             }
+            __syncthreads();
         }
-        /* This block's head outputs of the chunk's new rows. */
-        for (unsigned rr = 0; rr < nr; rr++) {
-            const size_t gr = r0 + rr;
-            if (gr < n)
-                continue;
-            const size_t hr = (x_base + gr - n) * num_v + h;
-            if (grp == 0 && tid == 0 && a.beta != nullptr)
-                a.beta[hr] = sm.beta[rr];
-            if (grp == 0 && tid == 0 && a.g_log != nullptr)
-                a.g_log[hr] = sm.g_log[rr];
-            if (tid < SCAN_COLS && a.v_g != nullptr)
-                a.v_g[hr * MEMRA__S + c0 + tid] = sm.x[rr][VERIFY_QK + tid];
-        }
-        /* The next chunk's first PAD raw rows are this chunk's last. */
-        if (PAD > 0 && r0 + nr < rows)
-            for (int i = (int)tid; i < (int)(NCH * PAD); i += VERIFY_THREADS)
-                sm.raw[i / NCH][i % NCH] = sm.raw[nr + i / NCH][i % NCH];
-        cluster.sync();
-
-        /* Scan the chunk's rows, each row's at overlapping the next row's kv
-         * (scan_row_rest). */
-        float kv[SCAN_NC], kv_next[SCAN_NC];
-        {
-            float k0[SCAN_ELEMS];
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                load4<true>(k0 + 4 * r, &sm.x[0][MEMRA__S + r * MEMRA__LANES + 4 * j]);
-            scan_row_kv(s, k0, j, kv);
-        }
-        for (unsigned rr = 0; rr < nr; rr++) {
-            const size_t gr = r0 + rr;
-            scan_row in;
-            chunk_row(in, sm, rr, j, cl);
-            float k_next[SCAN_ELEMS];
-            const bool next = rr + 1 < nr;
-            if (next) {
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    load4<true>(k_next + 4 * r, &sm.x[rr + 1][MEMRA__S + r * MEMRA__LANES + 4 * j]);
-            }
-            float *op = nullptr, *sn = nullptr;
-            if (gr >= n) {
-                const size_t r = gr - n;
-                op = a.o + ((x_base + r) * num_v + h) * MEMRA__S + c0 + cl;
-                if (a.snap_ssm != nullptr && r + 1 < t)
-                    sn = a.snap_ssm + (b * (t - 1) + r) * state_words + col;
-            }
-            scan_row_rest<VEC>(s, in, kv, j, a.scale, op, sn, next, k_next, kv_next);
-#pragma unroll
-            for (int nn = 0; nn < SCAN_NC; nn++)
-                kv[nn] = kv_next[nn];
-            if (journal && n > 0 && gr + 1 == n)
-                store_state(state_out + col, s, state_vec);
-        }
-        /* The raw rows moved above and x are rewritten by the next chunk only after its first
-         * barrier; the scan reads nothing else of the next chunk's. */
-        __syncthreads();
-    }
-    if (rows == 0)
-        cluster.sync(); /* a commit of nothing still rewrites the header below */
-
-    if (!journal) {
-        store_state(state_out + col, s, state_vec);
+        chan_close(ch, q);
         return;
     }
-    /* Journal: the new rows replace the old ones, each part written by its only reader. */
-    for (size_t r = 0; r < t; r++) {
-        const float *src = a.qkv + (x_base + r) * conv_dim;
-        float *dst = jr + jhdr + r * jrow;
-        for (unsigned l = tid; l < NCH; l += VERIFY_THREADS)
-            dst[channel(l)] = src[channel(l)];
-        if (grp == 0 && tid == 0) {
-            dst[conv_dim + h] = a.beta_raw[(x_base + r) * num_v + h];
-            dst[conv_dim + num_v + h] = a.alpha[(x_base + r) * num_v + h];
+
+    /* Value head h = u - 2 * num_k: v channel 2*key_dim + h*S + tid, and the head's gates. */
+    const size_t h = u - 2 * num_k;
+    conv_chan<DCONV> cv;
+    chan_open(cv, a, q, 2 * key_dim + h * MEMRA__S + tid);
+    for (size_t r0 = 0; r0 < t; r0 += PRO_CHUNK) {
+        const unsigned nr = (unsigned)(t - r0 < PRO_CHUNK ? t - r0 : PRO_CHUNK);
+        float xv[PRO_CHUNK];
+        load_rows(xv, a, b, r0, nr, cv.c);
+#pragma unroll
+        for (unsigned rr = 0; rr < PRO_CHUNK; rr++) {
+            if (rr < nr) {
+                const size_t hr = (b * t + r0 + rr) * num_v + h;
+                const float y = chan_row(cv, a, q, b, r0 + rr, xv[rr]);
+                ws.v[hr * MEMRA__S + tid] = y;
+                if (a.v_g != nullptr)
+                    a.v_g[hr * MEMRA__S + tid] = y;
+            }
         }
     }
-    if (rank == 0 && tid == 0)
-        jr[kh] = __uint_as_float((uint32_t)t);
-#endif
+    chan_close(cv, q);
+    const float dt = a.dt_bias[h], av = a.a[h];
+    for (size_t r = tid; r < t; r += PRO_THREADS) {
+        const size_t hr = (b * t + r) * num_v + h;
+        const float bt = memra__gate_beta(a.beta_raw[hr]);
+        const float g = memra__gate_g_log(a.alpha[hr], dt, av);
+        ws.beta[hr] = bt;
+        ws.g_log[hr] = g;
+        if (a.beta != nullptr)
+            a.beta[hr] = bt;
+        if (a.g_log != nullptr)
+            a.g_log[hr] = g;
+    }
+}
+
+/* The verify's scan: gdn_scan.cuh's block in its verify form (shapes as in gdn_scan.cu). */
+typedef scan_cfg<2, 64, 8> vscan_wide8;
+typedef scan_cfg<2, 64, 16> vscan_wide16;
+typedef scan_cfg<1, 16, 8> vscan_narrow8;
+typedef scan_cfg<1, 16, 16> vscan_narrow16;
+
+template <class C, int OUT, bool PIPE, int MINB>
+__global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memra__scan_job a)
+{
+    memra__scan_block<C, true, OUT, PIPE>(a);
+}
+
+template <class C, int OUT, bool PIPE, int MINB>
+static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stream)
+{
+    const cudaError_t err =
+        memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(C::SMEM);
+    if (err != cudaSuccess)
+        return (int)err;
+    const dim3 grid((unsigned)(b_n * job.num_v * C::BPH));
+    return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, grid, dim3(C::NT),
+                              C::SMEM, stream, job);
+}
+
+/* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
+ * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
+ * took 79.6 us instead of 68.7 on an H200), and the narrow shape, whose launches are too few to
+ * fill the device and so latency-bound, with the next row's kv beside this row's at. */
+template <class C, int OUT>
+static int launch_vscan_out(const memra__scan_job &job, size_t b_n, void *stream)
+{
+    return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, stream);
+}
+
+/* The scan's flavour: the journal's, or snapshots after every row but the last, or none. */
+template <class C>
+static int launch_vscan(const memra__scan_job &job, size_t b_n, bool journal, void *stream)
+{
+    if (journal)
+        return launch_vscan_out<C, SCAN_JOURNAL>(job, b_n, stream);
+    return job.snap != nullptr && job.t >= 2 ? launch_vscan_out<C, SCAN_SNAP>(job, b_n, stream)
+                                             : launch_vscan_out<C, SCAN_FINAL>(job, b_n, stream);
+}
+
+template <int DCONV> static int launch_prologue(const memra__verify_args *a, void *stream)
+{
+    const cudaError_t err = memra__kernel_attributes<gdn_prologue_kernel<DCONV>>(0);
+    if (err != cudaSuccess)
+        return (int)err;
+    const dim3 grid((unsigned)(a->b_n * (2 * a->num_k + a->num_v)));
+    return memra__launch(gdn_prologue_kernel<DCONV>, grid, dim3(PRO_THREADS), stream, *a);
+}
+
+/* Grids: the prologue one block per (sequence, key head, q or k) and (sequence, value head); the
+ * scan one per (sequence, value head, column block), as the 1.0 scan. */
+/* MEMRA_VERIFY_STAGE=prologue or =scan, read at every enqueue, launches only that kernel of a
+ * verify or commit: a profiling switch (memra_bench --mode per-op times each stage alone with
+ * it). Results are then wrong by design; nothing else reads it. */
+static int verify_stage(void)
+{
+    const char *v = getenv("MEMRA_VERIFY_STAGE");
+    if (v == nullptr)
+        return 0;
+    return strcmp(v, "prologue") == 0 ? 1 : strcmp(v, "scan") == 0 ? 2 : 0;
+}
+
+static int launch_verify(const memra__verify_args *a, void *stream)
+{
+    const int stage = verify_stage();
+    if (stage != 2) {
+        const int err = memra__with_d_conv(
+            a->d_conv, [&](auto d) { return launch_prologue<decltype(d)::value>(a, stream); });
+        if (err != 0 || stage == 1)
+            return err;
+    }
+
+    const bool journal = a->mode == MEMRA__MODE_JOURNAL;
+    const verify_ws ws = carve_ws(a->workspace, a->b_n, a->t, a->num_k, a->num_v);
+    memra__scan_job job = {};
+    job.in_table = a->table + 1;
+    job.out_table = a->table + ((journal || a->t % 2 == 0) ? 1 : 2);
+    job.in_stride = MEMRA__TABLE_WIDTH;
+    job.out_stride = MEMRA__TABLE_WIDTH;
+    job.q = ws.q;
+    job.k = ws.k;
+    job.v = ws.v;
+    job.g_log = ws.g_log;
+    job.beta = ws.beta;
+    job.o = a->o;
+    job.snap = a->snap_ssm;
+    job.num_v = a->num_v;
+    job.num_k = a->num_k;
+    job.qk_heads = a->num_k;
+    job.t = a->t;
+    job.scale = a->scale;
+    job.grouped = a->grouped;
+    job.seq_info = ws.seq;
+    job.conv_dim = a->conv_dim;
+    job.d_conv = (uint32_t)a->d_conv;
+
+    int sms = 0;
+    const cudaError_t e = memra__device_sms(&sms);
+    if (e != cudaSuccess)
+        return (int)e;
+    const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
+    if (a->t <= 8)
+        return narrow ? launch_vscan<vscan_narrow8>(job, a->b_n, journal, stream)
+                      : launch_vscan<vscan_wide8>(job, a->b_n, journal, stream);
+    return narrow ? launch_vscan<vscan_narrow16>(job, a->b_n, journal, stream)
+                  : launch_vscan<vscan_wide16>(job, a->b_n, journal, stream);
 }
 
 /*
@@ -903,71 +472,16 @@ __global__ void __launch_bounds__(ROLLBACK_THREADS)
     }
 }
 
-/* MEMRA_VERIFY_NO_CLUSTER=1 selects the plain kernel everywhere: the tests run both forms on
- * one device, and a profile can compare them. Read once. */
-static bool cluster_disabled(void)
-{
-    static int disabled = -1;
-    if (disabled < 0) {
-        const char *v = getenv("MEMRA_VERIFY_NO_CLUSTER");
-        disabled = v != nullptr && v[0] == '1';
-    }
-    return disabled != 0;
-}
-
-/* Launches the cluster kernel with CS blocks per cluster and programmatic stream
- * serialisation (memra__launch's, plus the cluster dimension). */
-template <int DCONV, bool VEC, int CS>
-static int launch_cluster(const memra__verify_args *a, void *stream)
-{
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = CS;
-    attr[1].val.clusterDim.y = 1;
-    attr[1].val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
-    cfg.blockDim = dim3(VERIFY_THREADS);
-    cfg.stream = (cudaStream_t)stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    return (int)cudaLaunchKernelEx(&cfg, gdn_verify_cluster_kernel<DCONV, VEC, CS>, *a);
-}
-
-template <int DCONV> static int launch_verify(const memra__verify_args *a, void *stream)
-{
-    /* Snapshot stores are 16-byte wide when the snapshots are 16-byte aligned (every offset
-     * the kernel adds is a multiple of 4 floats); without snapshots either kernel serves. */
-    const bool vec = ((uintptr_t)a->snap_ssm & 15u) == 0;
-    const size_t ratio = a->num_v / a->num_k;
-    int major = 0;
-    const cudaError_t err = memra__device_major(&major);
-    if (err != cudaSuccess)
-        return (int)err;
-    /* Clusters need compute capability 9.0; a cluster holds a key head's 4 * ratio blocks,
-     * at most the 8 every such device supports. */
-    if (major >= 9 && ratio <= 2 && !cluster_disabled()) {
-        if (ratio == 1)
-            return vec ? launch_cluster<DCONV, true, 4>(a, stream)
-                       : launch_cluster<DCONV, false, 4>(a, stream);
-        return vec ? launch_cluster<DCONV, true, 8>(a, stream)
-                   : launch_cluster<DCONV, false, 8>(a, stream);
-    }
-    const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
-    return memra__launch(vec ? gdn_verify_kernel<DCONV, true> : gdn_verify_kernel<DCONV, false>,
-                         grid, dim3(VERIFY_THREADS), stream, *a);
-}
-
 extern "C" int memra__cuda_gdn_verify(const memra__verify_args *args, void *stream)
 {
-    return memra__with_d_conv(
-        args->d_conv, [&](auto d) { return launch_verify<decltype(d)::value>(args, stream); });
+    return launch_verify(args, stream);
 }
 
 extern "C" int memra__cuda_gdn_rollback(const memra__rollback_args *args, void *stream)
 {
+    const cudaError_t err = memra__kernel_attributes<gdn_rollback_kernel>(0);
+    if (err != cudaSuccess)
+        return (int)err;
     const dim3 grid((unsigned)(args->b_n * ROLLBACK_PARTS));
     return memra__launch(gdn_rollback_kernel, grid, dim3(ROLLBACK_THREADS), stream, *args);
 }

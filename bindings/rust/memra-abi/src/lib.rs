@@ -17,7 +17,7 @@ use std::os::raw::{c_char, c_void};
 pub const MEMRA_VERSION_MAJOR: u32 = 1;
 
 /// Minor version: grows when symbols or appended struct fields are added.
-pub const MEMRA_VERSION_MINOR: u32 = 1;
+pub const MEMRA_VERSION_MINOR: u32 = 2;
 
 /// Patch version: fixes that change no declaration.
 pub const MEMRA_VERSION_PATCH: u32 = 0;
@@ -765,6 +765,18 @@ pub struct MemraVerifyArgs {
     /// untouched): `[b_n, t-1, num_v, S, S]`, entry r the state after row r. Must be empty in
     /// the other modes.
     pub snap_ssm: MemraSliceMutF32,
+    /// (1.2) JOURNAL mode and commit: the `t_max` the journals were sized with
+    /// (`memra_gdn_journal_len()`), checked against each journal's header and bounding every
+    /// row the operation reads or writes, so that a journal's contents can never steer an
+    /// access. 0 (the default, and what a caller compiled against 1.1 passes) declares none:
+    /// the bound is then the larger of `t` and the capacity the journal's header records.
+    pub journal_t_max: usize,
+    /// (1.2) Optional scratch of `memra_gdn_verify_workspace_len()` f32 elements, 16-byte
+    /// aligned, for the intermediate rows the CUDA verify does not return (the CPU backend
+    /// ignores it). `{NULL, 0}` (the default): the engine uses a workspace of its own, which it
+    /// grows when a call needs more, and cannot grow while the host captures the engine's
+    /// stream itself (CAPTURE_ERROR: pass one here, or run one such call first).
+    pub workspace: MemraSliceMutF32,
 }
 
 /// Fills `*args` with the defaults of this version and sets `struct_size`: mode SNAPSHOTS,
@@ -823,6 +835,21 @@ pub unsafe extern "C" fn memra_gdn_journal_len(
     num_k: usize,
     num_v: usize,
     t_max: usize,
+    out_len: *mut usize,
+) -> MemraStatus {
+    MemraStatus::Ok
+}
+
+/// (1.2) The length in f32 elements of the workspace a `memra_gdn_verify()` or
+/// `memra_gdn_journal_commit()` call with these arguments may use (`MemraVerifyArgs::workspace`):
+/// it depends on `b_n`, `t` (0 for a commit), `num_k` and `num_v` only.
+///
+/// Returns OK; INVALID_ARGUMENT (NULL `args` or `out_len`, `struct_size` as in
+/// `memra_gdn_verify()`, zero or inconsistent counts, overflow); UNSUPPORTED (`d_state != 128`).
+#[no_mangle]
+pub unsafe extern "C" fn memra_gdn_verify_workspace_len(
+    args: *const MemraVerifyArgs,
+    commit: bool,
     out_len: *mut usize,
 ) -> MemraStatus {
     MemraStatus::Ok
