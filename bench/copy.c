@@ -79,8 +79,8 @@ typedef struct cp_rep {
 static int one_copy(void *user, size_t rep)
 {
     const cp_rep *x = user;
-    MemraStatus st = x->graph ? memra_graph_launch(x->r->e, x->r->graph[x->form])
-                              : run_form(x->r, x->form);
+    MemraStatus st =
+        x->graph ? memra_graph_launch(x->r->e, x->r->graph[x->form]) : run_form(x->r, x->form);
     return st == MEMRA_STATUS_OK ? 0 : bench_fail_status(form_name[x->form], st);
 }
 
@@ -122,7 +122,8 @@ static int make_rig(bench_env *env, copy_rig *r, uint64_t seed)
     const uint64_t need =
         2 * CP_ITEMS * (r->words[CP_STATE] + r->words[CP_RING]) * (uint64_t)sizeof(float);
     if (need > bench_memory_budget(env)) {
-        bench_fail("the copy configuration needs %.0f MiB, more than the memory budget", need / 1048576.0);
+        bench_fail("the copy configuration needs %.0f MiB, more than the memory budget",
+                   need / 1048576.0);
         return -1;
     }
     for (int k = 0; k < CP_TENSORS; k++) {
@@ -225,7 +226,9 @@ int bench_copy_run(bench_env *env)
     copy_rig r;
     char why[256] = "";
     const uint64_t seed = tu_fresh_seed();
-    size_t n = env->samples < 3 ? 3 : env->samples > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES : env->samples;
+    size_t n = env->samples < 3                   ? 3
+               : env->samples > BENCH_MAX_SAMPLES ? BENCH_MAX_SAMPLES
+                                                  : env->samples;
     int rc;
 
     memset(&r, 0, sizeof r);

@@ -299,8 +299,8 @@ enum {
  * address for both is not an overlap: that copy has nothing to do.
  */
 static inline MEMRA__HOST_DEVICE uint32_t memra__copy_check(uint64_t src, uint64_t dst,
-                                                             uint64_t bytes, uint64_t tab_lo,
-                                                             uint64_t tab_hi)
+                                                            uint64_t bytes, uint64_t tab_lo,
+                                                            uint64_t tab_hi)
 {
     const uint64_t ends[2] = {src, dst};
     for (uint32_t side = 0; side < 2; side++) {

@@ -738,8 +738,8 @@ MemraStatus memra__validate_copy_batch(const char *fn, MemraSliceU64 table, size
     MEMRA__TRY(nonzero(&v, "words", words));
     MEMRA__TRY(size_of(&v, "the table [2, n]", &n_table, 2, n, 1, 1));
     /* Each copy moves words * 4 bytes; the device checks that none of them wraps. */
-    MEMRA__TRY(size_of(&v, "the bytes of one copy (words * 4)", &n_bytes, words, sizeof(float), 1,
-                       1));
+    MEMRA__TRY(
+        size_of(&v, "the bytes of one copy (words * 4)", &n_bytes, words, sizeof(float), 1, 1));
     MEMRA__TRY(in_u64(&v, "table", table, n_table, "[2, n]: n sources, then n destinations"));
 
     *out = (memra__copy_args){

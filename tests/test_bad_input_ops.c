@@ -249,7 +249,8 @@ static MemraStatus cc_bad_entries(bi_world *w, const bi_custom *cc)
     uint64_t bad[2 * 8], orig[2 * 8];
     cr_assert(2 * n <= 8);
     MemraSliceMutU64 entries = {table, batch ? 2 * n : 1};
-    TU_OK(memra_dtoh_u64(w->e, (MemraSliceU64){table, entries.len}, (MemraSliceMutU64){orig, entries.len}));
+    TU_OK(memra_dtoh_u64(w->e, (MemraSliceU64){table, entries.len},
+                         (MemraSliceMutU64){orig, entries.len}));
     memcpy(bad, orig, entries.len * sizeof *bad);
     for (size_t i = 0; i < n; i++) {
         if (cc->sub == BAD_SRC_NULL)
@@ -267,10 +268,14 @@ static MemraStatus cc_bad_entries(bi_world *w, const bi_custom *cc)
 }
 
 static const bi_custom BI_ENTRY_12[] = {
-    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_SRC_NULL, BI_INV, "table", 0, "memra_copy_batch_uniform_f32 with NULL sources in the table", cc_bad_entries},
-    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_DST_MISALIGNED, BI_INV, "table", 0, "memra_copy_batch_uniform_f32 with misaligned destinations", cc_bad_entries},
-    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_DST_ON_TABLE, BI_INV, "table", 0, "memra_copy_batch_uniform_f32 with destinations on the table", cc_bad_entries},
-    {"memra_engine_synchronize", OA_COPY_INDIRECT, BAD_SRC_NULL, BI_INV, "src_ptr", 0, "memra_copy_indirect_src_f32 with a NULL source", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_SRC_NULL, BI_INV, "table", 0,
+     "memra_copy_batch_uniform_f32 with NULL sources in the table", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_DST_MISALIGNED, BI_INV, "table", 0,
+     "memra_copy_batch_uniform_f32 with misaligned destinations", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_DST_ON_TABLE, BI_INV, "table", 0,
+     "memra_copy_batch_uniform_f32 with destinations on the table", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_INDIRECT, BAD_SRC_NULL, BI_INV, "src_ptr", 0,
+     "memra_copy_indirect_src_f32 with a NULL source", cc_bad_entries},
 };
 static const size_t BI_N_ENTRY_12 = sizeof BI_ENTRY_12 / sizeof BI_ENTRY_12[0];
 
@@ -287,10 +292,12 @@ static void good_calls_12(bi_world *w)
     TU_OK(memra_dtoh_u64(w->e, (MemraSliceU64){table, 2 * n}, (MemraSliceMutU64){host, 2 * n}));
     const uint64_t first_dst = host[n];
     host[n] = host[0];
-    TU_OK(memra_htod_u64_into(w->e, (MemraSliceU64){host, 2 * n}, (MemraSliceMutU64){table, 2 * n}));
+    TU_OK(
+        memra_htod_u64_into(w->e, (MemraSliceU64){host, 2 * n}, (MemraSliceMutU64){table, 2 * n}));
     TU_OK(bi_invoke(&c));
     host[n] = first_dst;
-    TU_OK(memra_htod_u64_into(w->e, (MemraSliceU64){host, 2 * n}, (MemraSliceMutU64){table, 2 * n}));
+    TU_OK(
+        memra_htod_u64_into(w->e, (MemraSliceU64){host, 2 * n}, (MemraSliceMutU64){table, 2 * n}));
     TU_OK(memra_engine_synchronize(w->e));
 
     bi_base_call(w, w->e, OA_COPY_INDIRECT, &c);

@@ -27,8 +27,13 @@ typedef struct batch_case {
 } batch_case;
 
 static const batch_case batch_cases[] = {
-    {1, 1, 0, 0},     {3, 5, 0, 0},        {8, 4099, 0, 0}, {8, 4099, 1, 0},
-    {5, 1024, 0, 1},  {2, 300001, 0, 0},   {37, 96, 2, 2},
+    {1, 1, 0, 0},
+    {3, 5, 0, 0},
+    {8, 4099, 0, 0},
+    {8, 4099, 1, 0},
+    {5, 1024, 0, 1},
+    {2, 300001, 0, 0},
+    {37, 96, 2, 2},
     /* More copies than the CUDA grid's y dimension holds: the kernel loops. */
     {66000, 3, 0, 0},
 };
@@ -291,7 +296,8 @@ static void check_finding(finding_case c, MemraBackend backend)
                  "a bad entry must be reported by the next synchronising call, got %s (%s)",
                  memra_status_string(st), memra_last_error_message());
     const char *msg = memra_last_error_message();
-    cr_assert(strstr(msg, "memra_engine_synchronize") && strstr(msg, "memra_copy_batch_uniform_f32"),
+    cr_assert(strstr(msg, "memra_engine_synchronize") &&
+                  strstr(msg, "memra_copy_batch_uniform_f32"),
               "the report must name the synchronising call and the copy: %s", msg);
     const char *phrase = finding_phrase[c.what];
     cr_assert(strstr(msg, phrase) != NULL, "the report \"%s\" lacks \"%s\"", msg, phrase);
@@ -302,8 +308,7 @@ static void check_finding(finding_case c, MemraBackend backend)
     tu_poison_host(ref, F_N * F_WORDS);
     memcpy(ref, src_host, F_WORDS * sizeof(float));
     memcpy(ref + 2 * F_WORDS, src_host + 2 * F_WORDS, F_WORDS * sizeof(float));
-    tu_expect_bits(got, ref, F_N * F_WORDS, "destinations after a refused copy " TU_SEED_FMT,
-                   seed);
+    tu_expect_bits(got, ref, F_N * F_WORDS, "destinations after a refused copy " TU_SEED_FMT, seed);
     float *tab_after = tu_download(e, tab_buf);
     tu_expect_bits(tab_after, tab_before, 4 * F_N + F_WORDS, "the table and its neighbours");
 
@@ -387,5 +392,5 @@ static void check_indirect_finding(indirect_finding c, MemraBackend backend)
     TU_OK(memra_engine_destroy(e));
 }
 
-TU_PARAM_TEST_BACKENDS(indirect_finding, TU_PARAMS(indirect_finding, indirect_findings),
-                       state_copy, bad_source_reported, check_indirect_finding)
+TU_PARAM_TEST_BACKENDS(indirect_finding, TU_PARAMS(indirect_finding, indirect_findings), state_copy,
+                       bad_source_reported, check_indirect_finding)

@@ -26,8 +26,8 @@ void memra__cpu_state_copy(const memra__copy_args *a)
         if (what != 0) {
             if (a->err != NULL && a->err->set == 0) {
                 const uint64_t bad = (what & MEMRA__ERR_COPY_DST) ? dst : src;
-                *a->err = (memra__dev_error){1, a->op, (uint32_t)i, (uint32_t)bad,
-                                             (uint32_t)(bad >> 32), what};
+                *a->err = (memra__dev_error){
+                    1, a->op, (uint32_t)i, (uint32_t)bad, (uint32_t)(bad >> 32), what};
             }
             continue;
         }

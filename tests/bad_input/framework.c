@@ -468,9 +468,8 @@ static const char *const geom_name[G_COUNT] = {
     "at the same address", "starting on its last element", "ending on its first element"};
 
 static const char *const sc_name[OA_N_SC] = {
-    "d_state", "num_v", "num_k", "key_dim",    "conv_dim", "d_conv",
-    "t",       "b_n",   "mode",  "head_order", "eps",      "scale",
-    "n",       "words", "dst_off",
+    "d_state", "num_v",      "num_k", "key_dim", "conv_dim", "d_conv", "t",       "b_n",
+    "mode",    "head_order", "eps",   "scale",   "n",        "words",  "dst_off",
 };
 
 static const float nonfinite[] = {NAN, INFINITY, -INFINITY};

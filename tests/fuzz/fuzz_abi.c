@@ -47,7 +47,8 @@
  *   command := op:u8 (op % N_CMD selects the command) followed by its own bytes, see run().
  *   call    := op:u8 — below 243, op % 9 picks one of the nine operations of the first corpus
  *              (the 1.0 ones, the verify, the commit, the rollback), 243 and above the
- *              single-sequence conv and scan — then the shape scalars and one view per slot.
+ *              later ones (the single-sequence conv and scan, the 1.2 copies) — then the
+ *              shape scalars (a copy's n, words and dst_off after b_n) and one view per slot.
  *   scalar  := x:u8 — 0..127 the default, 128..191 the small value x - 128, 192..247 an entry of
  *              SPECIAL, 248..255 a raw u64 from the next 8 bytes.
  *   view    := buffer:u8 mode:u8 k:u8 — buffer 0 is the slot's default buffer; mode's low three
