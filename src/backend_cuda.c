@@ -510,14 +510,14 @@ static MemraStatus cuda_rollback(MemraEngine *engine, const memra__rollback_args
     return launched(d, memra__cuda_gdn_rollback(&a, d->stream), "launching the rollback kernel");
 }
 
+/* The copy kernel records the copies it refuses in the engine's finding record. */
 static MemraStatus cuda_state_copy(MemraEngine *engine, const memra__copy_args *args)
 {
     memra__device *d = memra__device_of(engine);
-    cuda_engine *c = d->impl;
+    const cuda_engine *c = d->impl;
     memra__copy_args a = *args;
+    a.err = c->err_dev, a.err_claim = c->err_claim;
     MEMRA__TRY(enter(d));
-    a.err = c->err_dev;
-    a.err_claim = c->err_claim;
     return launched(d, memra__cuda_state_copy(&a, d->stream), "launching the state copy kernel");
 }
 

@@ -316,7 +316,6 @@ static const bi_suite SUITE_12 = {
     .ops = OPS_12,
     .num_k = 1,
     .num_v = 1,
-    .flags = 0,
     .good_op = OA_COPY_BATCH,
     SUITE_CASES(FIXUPS_12, BI_ENTRY_12, BI_N_ENTRY_12, good_calls_12),
 };

@@ -19,6 +19,14 @@
 /* Words between two copies' regions: they must stay poisoned. */
 #define GAP ((size_t)3)
 
+/* Frees the engine buffers `bufs` (NULL-terminated), then destroys the engine. */
+static void release(MemraEngine *e, void *const *bufs)
+{
+    for (size_t i = 0; bufs[i] != NULL; i++)
+        tu_free(e, bufs[i]);
+    TU_OK(memra_engine_destroy(e));
+}
+
 typedef struct batch_case {
     size_t n, words;
     /* Floats added to the start of the source and destination regions: 1 makes every copy
@@ -87,10 +95,7 @@ static void check_batch(batch_case c, MemraBackend backend)
     tu_expect_bits(src_after, src_host, len, "the sources after the copy " TU_SEED_FMT, seed);
 
     TU_FREE_HOST(src_host, host_table, got, ref, src_after);
-    tu_free(e, table.ptr);
-    tu_free(e, src.ptr);
-    tu_free(e, dst.ptr);
-    TU_OK(memra_engine_destroy(e));
+    release(e, (void *const[]){table.ptr, src.ptr, dst.ptr, NULL});
 }
 
 TU_PARAM_TEST_BACKENDS(batch_case, TU_PARAMS(batch_case, batch_cases), state_copy, batch_is_memcpy,
@@ -124,10 +129,7 @@ static void check_indirect(indirect_case c, MemraBackend backend)
                    c.dst_off, c.src_shift, seed);
 
     TU_FREE_HOST(src_host, got, ref);
-    tu_free(e, src_ptr.ptr);
-    tu_free(e, src.ptr);
-    tu_free(e, dst.ptr);
-    TU_OK(memra_engine_destroy(e));
+    release(e, (void *const[]){src_ptr.ptr, src.ptr, dst.ptr, NULL});
 }
 
 TU_PARAM_TEST_BACKENDS(indirect_case, TU_PARAMS(indirect_case, indirect_cases), state_copy,
@@ -217,10 +219,7 @@ static void check_graph_rebind(MemraBackend backend)
             tu_free(e, src[s][i].ptr);
             tu_free(e, dst[s][i].ptr);
         }
-    tu_free(e, g.table.ptr);
-    tu_free(e, g.src_ptr.ptr);
-    tu_free(e, g.stash.ptr);
-    TU_OK(memra_engine_destroy(e));
+    release(e, (void *const[]){g.table.ptr, g.src_ptr.ptr, g.stash.ptr, NULL});
 }
 
 TU_TEST_BACKENDS(state_copy, graph_follows_table_rewrites, check_graph_rebind)
@@ -325,10 +324,7 @@ static void check_finding(finding_case c, MemraBackend backend)
                    seed);
 
     TU_FREE_HOST(src_host, tab_before, got, ref, tab_after, again);
-    tu_free(e, src.ptr);
-    tu_free(e, dst.ptr);
-    tu_free(e, tab_buf.ptr);
-    TU_OK(memra_engine_destroy(e));
+    release(e, (void *const[]){src.ptr, dst.ptr, tab_buf.ptr, NULL});
 }
 
 TU_PARAM_TEST_BACKENDS(finding_case, TU_PARAMS(finding_case, finding_cases), state_copy,
@@ -387,9 +383,7 @@ static void check_indirect_finding(indirect_finding c, MemraBackend backend)
     float *got = tu_download(e, dst);
     tu_expect_poison(got, I_N + 8, "dst after a copy that had nothing to do or was refused");
     free(got);
-    tu_free(e, src_ptr.ptr);
-    tu_free(e, dst.ptr);
-    TU_OK(memra_engine_destroy(e));
+    release(e, (void *const[]){src_ptr.ptr, dst.ptr, NULL});
 }
 
 TU_PARAM_TEST_BACKENDS(indirect_finding, TU_PARAMS(indirect_finding, indirect_findings), state_copy,
