@@ -650,7 +650,9 @@ impl Engine {
         let dst = self.t(&g, F, "dst", &*dst)?.f32_mut();
         let raw = self.raw();
         // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
-        Ok(check(unsafe { sys::memra_copy_indirect_src_f32(raw, src_ptr, dst, dst_off, n) })?)
+        Ok(check(unsafe {
+            sys::memra_copy_indirect_src_f32(raw, src_ptr, dst, dst_off, n)
+        })?)
     }
 
     /// Copies `n` states of `words` f32 in one launch (memra-engine's
@@ -669,6 +671,8 @@ impl Engine {
         let table = self.t(&g, F, "table", table)?.u64();
         let raw = self.raw();
         // SAFETY: a live engine, its lock held, and a slice that describes a live buffer of it.
-        Ok(check(unsafe { sys::memra_copy_batch_uniform_f32(raw, table, n, words) })?)
+        Ok(check(unsafe {
+            sys::memra_copy_batch_uniform_f32(raw, table, n, words)
+        })?)
     }
 }

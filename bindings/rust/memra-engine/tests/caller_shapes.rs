@@ -828,7 +828,10 @@ fn prime_layer(
 ) -> Result<(), Box<dyn Error>> {
     let rl = cache.recur[il].as_mut().unwrap();
     let seed = s ^ (il as u64) << 32;
-    e.htod_f32_into(&random(g.conv_dim() * (D_CONV - 1), seed, 30, 1.0), &mut rl.conv_state)?;
+    e.htod_f32_into(
+        &random(g.conv_dim() * (D_CONV - 1), seed, 30, 1.0),
+        &mut rl.conv_state,
+    )?;
     e.htod_f32_into(&random(g.state(), seed, 31, 0.3), &mut rl.ssm_state)?;
     Ok(())
 }
@@ -856,7 +859,12 @@ fn stash_row(
     for il in 0..cache.recur.len() {
         let at = il * t + r;
         e.copy_indirect_src_f32(&table.slice(2 * il..2 * il + 1), slabs.0, at * ring, ring)?;
-        e.copy_indirect_src_f32(&table.slice(2 * il + 1..2 * il + 2), slabs.1, at * state, state)?;
+        e.copy_indirect_src_f32(
+            &table.slice(2 * il + 1..2 * il + 2),
+            slabs.1,
+            at * state,
+            state,
+        )?;
     }
     Ok(())
 }
@@ -898,8 +906,9 @@ fn a_checkpoint_stash_and_batched_restore_are_the_per_row_program() -> Result<()
     const T: usize = 3;
     let (ring, state) = (g.conv_dim() * (D_CONV - 1), g.state());
     for e in engines() {
-        let la: Vec<LinearLayer> =
-            (0..L).map(|il| layer(&e, g, s ^ (il as u64) << 16)).collect::<Result<_, _>>()?;
+        let la: Vec<LinearLayer> = (0..L)
+            .map(|il| layer(&e, g, s ^ (il as u64) << 16))
+            .collect::<Result<_, _>>()?;
         let rows = row_inputs(&e, g, T, s ^ 0x5eed)?;
         let row = |r: usize| -> Result<RowInputs, Box<dyn Error>> {
             Ok(RowInputs {
@@ -935,16 +944,24 @@ fn a_checkpoint_stash_and_batched_restore_are_the_per_row_program() -> Result<()
                 stash_row(&e, &cache, (&mut conv_slab, &mut ssm_slab), g, r, T)?;
             }
             let stashed = device_bits(&e, &ssm_slab);
-            assert!(stashed.iter().all(|&b| b != common::bits(&common::poison(1))[0]));
+            assert!(stashed
+                .iter()
+                .all(|&b| b != common::bits(&common::poison(1))[0]));
             restore_accepted(&e, &mut cache, (&conv_slab, &ssm_slab), g, j, T)?;
             e.synchronize()?;
             let ring_and_state = |c: &Cache, il: usize| {
                 let rl = c.recur[il].as_ref().unwrap();
-                [device_bits(&e, &rl.conv_state), device_bits(&e, &rl.ssm_state)]
+                [
+                    device_bits(&e, &rl.conv_state),
+                    device_bits(&e, &rl.ssm_state),
+                ]
             };
             for il in 0..L {
                 let (got, want) = (ring_and_state(&cache, il), ring_and_state(&eager, il));
-                assert!(got == want, "j={j} layer {il}: ring and state differ (seed {s:#x})");
+                assert!(
+                    got == want,
+                    "j={j} layer {il}: ring and state differ (seed {s:#x})"
+                );
             }
         }
     }
