@@ -267,8 +267,9 @@ typedef struct memra__copy_args {
     uint32_t *err_claim;
 } memra__copy_args;
 
-/* What memra__copy_check() finds wrong with one copy (memra__dev_error.what), and the flag that
- * says the finding is about the copy's destination rather than its source. */
+/* What memra__copy_check() finds wrong with one copy (memra__dev_error.what, numbered on from
+ * memra__error_kind), and the flag that says the finding is about the copy's destination
+ * rather than its source. */
 enum {
     MEMRA__ERR_COPY_NULL = 3,
     MEMRA__ERR_COPY_MISALIGNED = 4,

@@ -766,8 +766,6 @@ MemraStatus memra__validate_copy_indirect(const char *fn, MemraSliceU64 src_ptr,
     /* The whole view is checked for length, alignment and wrap-around; only the part the copy
      * writes counts for the overlap check, so a table may sit in dst before dst_off. */
     MEMRA__TRY(out_f32(&whole, "dst", dst, n_dst, "dst_off + n"));
-    MEMRA__FAIL_IF(v.n == MEMRA__MAX_ARGS, MEMRA_STATUS_INTERNAL, fn,
-                   "too many arguments for the overlap check");
     v.r[v.n++] = (memra__range){"dst", whole.r[0].hi - n * sizeof(float), whole.r[0].hi, true};
     MEMRA__TRY(no_overlaps(&v));
 
