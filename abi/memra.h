@@ -1180,6 +1180,60 @@ MemraStatus memra_gdn_scan_s128(struct MemraEngine *engine,
                                 size_t t,
                                 float scale);
 
+/**
+ * Copies `n` states of `words` f32 each in one launch (memra-engine's
+ * `copy_batch_uniform_f32`): copy i reads `words` floats at the address in `table[i]` and
+ * writes them at the address in `table[n + i]`. The addresses are device addresses read when
+ * the copy executes, so a captured graph copies whatever the table names at each replay: the
+ * checkpoint stash and the partial-accept restore of every layer's ring and state as one
+ * launch, the table rewritten with `memra_htod_u64_into()` between replays. Bit-exact copies.
+ *
+ * - `table`: `[2, n]` u64 device addresses, the n sources then the n destinations. Longer is
+ *   fine (the tail is not read).
+ * - Each address must be non-NULL and 4-byte aligned, and `words` floats from it must not run
+ *   past the end of the address space. A destination must not overlap the table, nor its own
+ *   source unless it is exactly the same address (that copy then has nothing to do). Only the
+ *   device sees the addresses: a copy that breaks one of these rules is not made, its
+ *   destination is left untouched, the other copies are made, and the next synchronising call
+ *   (`memra_engine_synchronize()`, `memra_dtoh_f32()`, ...) returns INVALID_ARGUMENT naming
+ *   the copy and the address; the engine stays usable.
+ * - The destinations of different copies must not overlap one another or another copy's
+ *   source: the copies run in parallel in no defined order (not checked).
+ *
+ * Returns OK; INVALID_ARGUMENT (NULL/dead engine, zero `n` or `words`, a NULL, misaligned or
+ * short `table`, overflowing sizes); DEVICE_ERROR.
+ */
+MEMRA_API
+MemraStatus memra_copy_batch_uniform_f32(struct MemraEngine *engine,
+                                         struct MemraSliceU64 table,
+                                         size_t n,
+                                         size_t words);
+
+/**
+ * Copies `n` f32 from the address held in `src_ptr[0]` into `dst[dst_off .. dst_off + n]`
+ * (memra-engine's `copy_indirect_src_f32`): the source is a device address read when the copy
+ * executes, so a captured graph copies from whatever the entry names at each replay (a state
+ * row that a pointer table selects, stashed into a checkpoint slab). Bit-exact.
+ *
+ * - `src_ptr`: at least 1 u64; only entry 0 is read.
+ * - `dst`: at least `dst_off + n` f32. The part written must not overlap `src_ptr` (refused
+ *   here).
+ * - The source address must be non-NULL and 4-byte aligned, must not run past the end of the
+ *   address space with `n` floats, and must not overlap the part of `dst` written unless it
+ *   is exactly its address (nothing to do). Only the device sees it: a bad source leaves `dst`
+ *   untouched and is reported by the next synchronising call as in
+ *   `memra_copy_batch_uniform_f32()`.
+ *
+ * Returns OK; INVALID_ARGUMENT (NULL/dead engine, zero `n`, NULL, misaligned or short views,
+ * `dst_off + n` overflowing, overlap); DEVICE_ERROR.
+ */
+MEMRA_API
+MemraStatus memra_copy_indirect_src_f32(struct MemraEngine *engine,
+                                        struct MemraSliceU64 src_ptr,
+                                        struct MemraSliceMutF32 dst,
+                                        size_t dst_off,
+                                        size_t n);
+
 #ifdef __cplusplus
 } // extern "C"
 #endif // __cplusplus

@@ -338,4 +338,8 @@ typedef struct bench_compare_summary {
 void bench_compare(FILE *f, const bench_run *base, const bench_run *cur,
                    const bench_compare_opts *opts, bench_compare_summary *s);
 
+/* copy.c: --mode copy, the 1.2 batched state copy against one copy per layer and against the
+ * bandwidth floor (bench/README.md). Prints a table; returns the exit status (0 or 1). */
+int bench_copy_run(bench_env *env);
+
 #endif /* MEMRA_BENCH_H */

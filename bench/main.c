@@ -38,7 +38,7 @@ static const tu_shape_def *const shapes = tu_shapes;
 
 /* What a run does: the sweep (bench.csv and bench.json), each packed operation timed alone, or
  * the fingerprints of the packed verify's outputs (bench/hash.c). */
-enum { MODE_SWEEP, MODE_PER_OP, MODE_HASH };
+enum { MODE_SWEEP, MODE_PER_OP, MODE_HASH, MODE_COPY };
 
 #define MAX_LIST 16
 
@@ -67,7 +67,7 @@ static void usage(FILE *f)
 {
     fputs("usage: memra_bench [--out DIR] [--quick] [--backend auto|cuda|cpu] [--device N]\n"
           "                   [--shape small|ornith|all] [--t 1,2,4] [--b 1,8] [--samples N]\n"
-          "                   [--no-1.1] [--commit TEXT] [--mode sweep|per-op|hash]\n"
+          "                   [--no-1.1] [--commit TEXT] [--mode sweep|per-op|hash|copy]\n"
           "                   [--compare BASE.json [--against NEW.json] [--threshold PCT]\n"
           "                    [--fail-on-regression]]\n"
           "Checks that the packed GDN verify is bit-identical to the per-row chain and that the\n"
@@ -91,7 +91,10 @@ static void usage(FILE *f)
           "only) and the JOURNAL verify, over the same sweep; prints a table, writes no file.\n"
           "--mode hash: prints the fingerprints of every output of the 1.0 packed verify on\n"
           "fixed inputs (tools/gpu/hash-1.0.0.txt holds those of libmemra 1.0.0 on an H200)\n"
-          "and runs nothing else.\n",
+          "and runs nothing else.\n"
+          "--mode copy: times the 1.2 batched state copy (the restore of 36 layers' states and\n"
+          "rings of the ornith shape at B = 8) against one copy per state and per ring and\n"
+          "against the bandwidth floor, eager and graph-replayed; prints a table.\n",
           f);
 }
 
@@ -158,8 +161,11 @@ static int parse_args(int argc, char **argv, options *o)
                 o->mode = MODE_PER_OP;
             } else if (strcmp(val, "hash") == 0) {
                 o->mode = MODE_HASH;
+            } else if (strcmp(val, "copy") == 0) {
+                o->mode = MODE_COPY;
             } else {
-                fprintf(stderr, "memra_bench: mode must be sweep, per-op or hash, got '%s'\n", val);
+                fprintf(stderr, "memra_bench: mode must be sweep, per-op, hash or copy, got '%s'\n",
+                        val);
                 return -1;
             }
         } else if (string_option(o, a) != NULL) {
@@ -926,8 +932,8 @@ int main(int argc, char **argv)
         return EXIT_SETUP;
     }
 
-    if (o.mode == MODE_PER_OP) {
-        status = run_per_op_sweep(&env, &o);
+    if (o.mode == MODE_PER_OP || o.mode == MODE_COPY) {
+        status = o.mode == MODE_COPY ? bench_copy_run(&env) : run_per_op_sweep(&env, &o);
         bench_device_close(&env);
         (void)memra_engine_destroy(env.engine);
         return status;

@@ -392,6 +392,84 @@ int memra__cuda_gdn_verify(const memra__verify_args *args, void *stream);
 
 int memra__cuda_gdn_rollback(const memra__rollback_args *args, void *stream);
 
+/*
+ * The 1.2 state copies: f32 copies whose addresses are read from a device table when the copy
+ * executes, so that a captured graph follows the table like every other operation.
+ *   Batched (memra_copy_batch_uniform_f32): `items` copies of `words` floats each; copy i reads
+ *   from (float *)table[i] and writes to (float *)table[items + i]; dst is NULL.
+ *   Indirect source (memra_copy_indirect_src_f32): one copy (items == 1) from
+ *   (float *)table[0] to dst, a host-checked buffer.
+ * The host cannot see the addresses in the table, so each copy checks its own with
+ * memra__copy_check() first: a refused copy writes nothing and is recorded in `err`.
+ */
+typedef struct memra__copy_args {
+    const uint64_t *table;
+    size_t items;
+    size_t words;
+    float *dst;
+    uint32_t op;
+    memra__dev_error *err;
+    /* CUDA only: the zero-initialised device word that settles which finding is recorded. */
+    uint32_t *err_claim;
+} memra__copy_args;
+
+/* What memra__copy_check() finds wrong with one copy (memra__dev_error.what, numbered on from
+ * memra__error_kind), and the flag that says the finding is about the copy's destination
+ * rather than its source. */
+enum {
+    MEMRA__ERR_COPY_NULL = 3,
+    MEMRA__ERR_COPY_MISALIGNED = 4,
+    MEMRA__ERR_COPY_WRAPS = 5,
+    MEMRA__ERR_COPY_ON_TABLE = 6,
+    MEMRA__ERR_COPY_OVERLAP = 7,
+};
+#define MEMRA__ERR_COPY_DST 0x100u
+
+/* The operations of the 1.2 copies (memra__dev_error.op). */
+#define MEMRA__OP_COPY_BATCH 4
+#define MEMRA__OP_COPY_INDIRECT 5
+
+#ifdef __CUDACC__
+#define MEMRA__HOST_DEVICE __host__ __device__
+#else
+#define MEMRA__HOST_DEVICE
+#endif
+
+/*
+ * The checks of one copy of `bytes` bytes from `src` to `dst`, shared by both backends so that
+ * they refuse exactly the same tables: 0 when the copy may run, otherwise a
+ * MEMRA__ERR_COPY_* kind (with MEMRA__ERR_COPY_DST when the destination is at fault). A NULL,
+ * misaligned or wrapping address is refused before it is dereferenced; so is a destination
+ * that overlaps the table [tab_lo, tab_hi) (tab_lo == tab_hi: the host has checked it), since
+ * the other copies are still reading their addresses there, and a destination that overlaps
+ * its source partially, whose result would depend on the order of the copy. The very same
+ * address for both is not an overlap: that copy has nothing to do.
+ */
+static inline MEMRA__HOST_DEVICE uint32_t memra__copy_check(uint64_t src, uint64_t dst,
+                                                            uint64_t bytes, uint64_t tab_lo,
+                                                            uint64_t tab_hi)
+{
+    const uint64_t ends[2] = {src, dst};
+    for (uint32_t side = 0; side < 2; side++) {
+        const uint64_t a = ends[side];
+        const uint32_t flag = side == 1 ? MEMRA__ERR_COPY_DST : 0u;
+        if (a == 0)
+            return MEMRA__ERR_COPY_NULL | flag;
+        if (a % sizeof(float) != 0)
+            return MEMRA__ERR_COPY_MISALIGNED | flag;
+        if (a > UINT64_MAX - bytes)
+            return MEMRA__ERR_COPY_WRAPS | flag;
+    }
+    if (dst < tab_hi && tab_lo < dst + bytes)
+        return MEMRA__ERR_COPY_ON_TABLE | MEMRA__ERR_COPY_DST;
+    if (src != dst && src < dst + bytes && dst < src + bytes)
+        return MEMRA__ERR_COPY_OVERLAP;
+    return 0;
+}
+
+void memra__cpu_state_copy(const memra__copy_args *args);
+int memra__cuda_state_copy(const memra__copy_args *args, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

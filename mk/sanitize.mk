@@ -103,7 +103,7 @@ tsan: tsan-build
 # valgrind follows Criterion's workers (each test runs in a fresh exec of the binary) with
 # --trace-children. The generated bad-input cases would cost a valgrind start each; they run
 # instead in one process through bad_input/cpu_sweep and bad_input_verify/cpu_sweep (enabled by
-# MEMRA_TEST_SWEEP=1).
+# MEMRA_TEST_SWEEP=1), and bad_input_copy/cpu_sweep for the 1.2 copies.
 # The numerical sweeps (gdn_packed, gdn_verify, journal, rollback, multi_device, reference) are
 # left to `make asan`, whose LeakSanitizer and AddressSanitizer check the same tests for leaks
 # and invalid accesses: under valgrind they take
@@ -112,7 +112,7 @@ tsan: tsan-build
 VG_FLAGS := --trace-children=yes --leak-check=full --show-leak-kinds=definite,indirect \
             --errors-for-leak-kinds=definite,indirect --track-origins=yes --error-exitcode=1 \
             --num-callers=30
-VG_TEST_ARGS ?= --filter '!(bad_input/cpu|bad_input/cuda|bad_input_verify/cpu|bad_input_verify/cuda|gdn_packed/*|gdn_verify/*|journal/*|rollback/*|multi_device/*|reference/*)'
+VG_TEST_ARGS ?= --filter '!(bad_input/cpu|bad_input/cuda|bad_input_verify/cpu|bad_input_verify/cuda|gdn_packed/*|gdn_verify/*|journal/*|rollback/*|multi_device/*|reference/*|bad_input_copy/cpu|bad_input_copy/cuda)'
 
 # The fuzz target without libFuzzer and without sanitizers, linked with the plain library: it
 # replays the corpus under valgrind (leakcheck) and with jemalloc (jemalloc).
@@ -148,7 +148,7 @@ leakcheck: leakcheck-build
 # quietly use glibc: jemalloc's own exit statistics prove it is the allocator first.
 JEMALLOC ?= $(firstword $(wildcard /usr/lib/*/libjemalloc.so.2 /usr/lib/libjemalloc.so.2 \
                                    /usr/local/lib/libjemalloc.so.2))
-JEMALLOC_TEST_ARGS ?= --filter '@(bad_input|bad_input_verify|handles)/*'
+JEMALLOC_TEST_ARGS ?= --filter '@(bad_input|bad_input_verify|handles|bad_input_copy)/*'
 
 jemalloc: leakcheck-build
 	@if [ -z "$(JEMALLOC)" ]; then \

@@ -126,3 +126,26 @@ MEMRA__COPY_ENTRY(memra_dtoh_u64, MemraSliceU64, MemraSliceMutU64, false, uint64
 MEMRA__ALLOC_ENTRY(memra_alloc_u32, MemraSliceMutU32, uint32_t)
 MEMRA__COPY_ENTRY(memra_htod_u32_into, MemraSliceU32, MemraSliceMutU32, true, uint32_t)
 MEMRA__COPY_ENTRY(memra_dtoh_u32, MemraSliceU32, MemraSliceMutU32, false, uint32_t)
+
+/* 1.2: device-to-device state copies whose addresses are read from device tables when they
+ * execute (graph-capturable like the operations). */
+MEMRA__EXPORT MemraStatus memra_copy_batch_uniform_f32(MemraEngine *engine, MemraSliceU64 table,
+                                                       size_t n, size_t words)
+{
+    MEMRA__ENTER(engine);
+    memra__copy_args args;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_copy_batch(__func__, table, n, words, &args));
+    return memra__from_backend(__func__, engine->backend->state_copy(engine, &args));
+}
+
+MEMRA__EXPORT MemraStatus memra_copy_indirect_src_f32(MemraEngine *engine, MemraSliceU64 src_ptr,
+                                                      MemraSliceMutF32 dst, size_t dst_off,
+                                                      size_t n)
+{
+    MEMRA__ENTER(engine);
+    memra__copy_args args;
+    MEMRA__TRY(memra__check_engine(__func__, engine));
+    MEMRA__TRY(memra__validate_copy_indirect(__func__, src_ptr, dst, dst_off, n, &args));
+    return memra__from_backend(__func__, engine->backend->state_copy(engine, &args));
+}

@@ -89,6 +89,11 @@ typedef struct memra__backend {
     MemraStatus (*graph_launch)(MemraEngine *e, void *exec);
     /* Releases an executable; the runtime has synchronised the engine before calling it. */
     void (*graph_free)(MemraEngine *e, void *exec);
+
+    /* The 1.2 state copies (recorded while capturing, like the operations). `err` and
+     * `err_claim` of the arguments are the backend's to fill; a copy refused on the device is
+     * recorded, and reported by `take_findings`. */
+    MemraStatus (*state_copy)(MemraEngine *e, const memra__copy_args *args);
 } memra__backend;
 
 extern const memra__backend memra__backend_cpu;

@@ -16,7 +16,14 @@
  * same on both backends. */
 #define CPU_ALIGN ((size_t)256)
 
-typedef enum { CPU_OP_CONV, CPU_OP_PREP, CPU_OP_SCAN, CPU_OP_VERIFY, CPU_OP_ROLLBACK } cpu_op_kind;
+typedef enum {
+    CPU_OP_CONV,
+    CPU_OP_PREP,
+    CPU_OP_SCAN,
+    CPU_OP_VERIFY,
+    CPU_OP_ROLLBACK,
+    CPU_OP_COPY
+} cpu_op_kind;
 
 typedef struct cpu_op {
     cpu_op_kind kind;
@@ -26,6 +33,7 @@ typedef struct cpu_op {
         memra__scan_args scan;
         memra__verify_args verify;
         memra__rollback_args rollback;
+        memra__copy_args copy;
     } u;
     /* CPU_OP_VERIFY: its scratch memory, owned by the op (freed with the graph, or right after
      * an eager run). */
@@ -63,6 +71,9 @@ static void run_op(const cpu_op *op)
         break;
     case CPU_OP_ROLLBACK:
         memra__cpu_gdn_rollback(&op->u.rollback);
+        break;
+    case CPU_OP_COPY:
+        memra__cpu_state_copy(&op->u.copy);
         break;
     }
 }
@@ -204,6 +215,13 @@ static MemraStatus cpu_rollback(MemraEngine *engine, const memra__rollback_args 
     return submit(engine, &op);
 }
 
+static MemraStatus cpu_state_copy(MemraEngine *engine, const memra__copy_args *args)
+{
+    cpu_op op = {.kind = CPU_OP_COPY, .u.copy = *args};
+    op.u.copy.err = &cpu_of(engine)->err;
+    return submit(engine, &op);
+}
+
 static MemraStatus cpu_capture_begin(MemraEngine *engine)
 {
     cpu_engine *c = cpu_of(engine);
@@ -257,4 +275,5 @@ const memra__backend memra__backend_cpu = {
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,
     .graph_free = cpu_graph_free,
+    .state_copy = cpu_state_copy,
 };

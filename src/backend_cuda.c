@@ -507,6 +507,17 @@ static MemraStatus cuda_rollback(MemraEngine *engine, const memra__rollback_args
     return launched(d, memra__cuda_gdn_rollback(&a, d->stream), "launching the rollback kernel");
 }
 
+/* The copy kernel records the copies it refuses in the engine's finding record. */
+static MemraStatus cuda_state_copy(MemraEngine *engine, const memra__copy_args *args)
+{
+    memra__device *d = memra__device_of(engine);
+    const cuda_engine *c = d->impl;
+    memra__copy_args a = *args;
+    a.err = c->err_dev, a.err_claim = c->err_claim;
+    MEMRA__TRY(enter(d));
+    return launched(d, memra__cuda_state_copy(&a, d->stream), "launching the state copy kernel");
+}
+
 static MemraStatus cuda_capture_begin(MemraEngine *engine)
 {
     memra__device *d = memra__device_of(engine);
@@ -607,6 +618,7 @@ const memra__backend memra__backend_cuda = {
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
+    .state_copy = cuda_state_copy,
 };
 
 #else /* !MEMRA_WITH_CUDA */

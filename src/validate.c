@@ -776,3 +776,56 @@ MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSl
     *out = s;
     return MEMRA_STATUS_OK;
 }
+
+/* ---- 1.2: the state copies ---------------------------------------------------------------- */
+
+MemraStatus memra__validate_copy_batch(const char *fn, MemraSliceU64 table, size_t n, size_t words,
+                                       memra__copy_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    size_t n_table = 0, n_bytes = 0;
+
+    MEMRA__TRY(nonzero(&v, "n", n));
+    MEMRA__TRY(nonzero(&v, "words", words));
+    MEMRA__TRY(size_of(&v, "the table [2, n]", &n_table, 2, n, 1, 1));
+    /* Each copy moves words * 4 bytes; the device checks that none of them wraps. */
+    MEMRA__TRY(
+        size_of(&v, "the bytes of one copy (words * 4)", &n_bytes, words, sizeof(float), 1, 1));
+    MEMRA__TRY(in_u64(&v, "table", table, n_table, "[2, n]: n sources, then n destinations"));
+
+    *out = (memra__copy_args){
+        .table = table.ptr,
+        .items = n,
+        .words = words,
+        .op = MEMRA__OP_COPY_BATCH,
+    };
+    return MEMRA_STATUS_OK;
+}
+
+MemraStatus memra__validate_copy_indirect(const char *fn, MemraSliceU64 src_ptr,
+                                          MemraSliceMutF32 dst, size_t dst_off, size_t n,
+                                          memra__copy_args *out)
+{
+    memra__vctx v = {.fn = fn};
+    memra__vctx whole = {.fn = fn};
+    size_t n_dst = 0;
+
+    MEMRA__TRY(nonzero(&v, "n", n));
+    MEMRA__FAIL_IF(__builtin_add_overflow(dst_off, n, &n_dst), MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                   "parameter 'dst_off': dst_off + n = %zu + %zu overflows size_t", dst_off, n);
+    MEMRA__TRY(in_u64(&v, "src_ptr", src_ptr, 1, "[1]: the source address"));
+    /* The whole view is checked for length, alignment and wrap-around; only the part the copy
+     * writes counts for the overlap check, so a table may sit in dst before dst_off. */
+    MEMRA__TRY(out_f32(&whole, "dst", dst, n_dst, "dst_off + n"));
+    v.r[v.n++] = (memra__range){"dst", whole.r[0].hi - n * sizeof(float), whole.r[0].hi, true};
+    MEMRA__TRY(no_overlaps(&v));
+
+    *out = (memra__copy_args){
+        .table = src_ptr.ptr,
+        .items = 1,
+        .words = n,
+        .dst = dst.ptr + dst_off,
+        .op = MEMRA__OP_COPY_INDIRECT,
+    };
+    return MEMRA_STATUS_OK;
+}

@@ -87,4 +87,14 @@ MemraStatus memra__validate_workspace_len(const char *fn, const MemraVerifyArgs 
 MemraStatus memra__validate_journal_len(const char *fn, size_t d_state, size_t num_k, size_t num_v,
                                         size_t t_max, size_t *out_len);
 
+/* The 1.2 batched uniform copy: `table` holds n source then n destination addresses, each copy
+ * `words` floats. What only the device can see (the addresses) is checked by the kernels. */
+MemraStatus memra__validate_copy_batch(const char *fn, MemraSliceU64 table, size_t n, size_t words,
+                                       memra__copy_args *out);
+
+/* The 1.2 copy of n floats from the address in src_ptr[0] into dst[dst_off .. dst_off + n]. */
+MemraStatus memra__validate_copy_indirect(const char *fn, MemraSliceU64 src_ptr,
+                                          MemraSliceMutF32 dst, size_t dst_off, size_t n,
+                                          memra__copy_args *out);
+
 #endif /* MEMRA_VALIDATE_H */

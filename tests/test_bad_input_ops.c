@@ -231,3 +231,106 @@ static const bi_suite SUITE_11 = {
 };
 
 BI_SUITE_TESTS(bad_input_verify, SUITE_11)
+
+/* ---- 1.2: the state copies ---- */
+
+#define OPS_12 (BI_OP_BIT(OA_COPY_BATCH) | BI_OP_BIT(OA_COPY_INDIRECT))
+
+/* clang-format off */
+static const bi_fixup FIXUPS_12[] = {
+    {"n = 2^63 (2 * n wraps to 0)", BI_OP_BIT(OA_COPY_BATCH), BI_INV, "n|table", 0, {LIT(n, BI_P2(63))}},
+    {"n = 2^62 (the table's 2 * n * 8 bytes wrap to 0)", BI_OP_BIT(OA_COPY_BATCH), BI_INV, "table", 0, {LIT(n, BI_P2(62))}},
+    {"words = 2^62 (a copy's words * 4 bytes wrap to 0)", BI_OP_BIT(OA_COPY_BATCH), BI_INV, "words", 0, {LIT(words, BI_P2(62))}},
+    {"dst_off = SIZE_MAX (dst_off + n wraps)", BI_OP_BIT(OA_COPY_INDIRECT), BI_INV, "dst_off", 0, {LIT(dst_off, SIZE_MAX)}},
+    {"dst_off = 1 with dst one element short of dst_off + n", BI_OP_BIT(OA_COPY_INDIRECT), BI_INV, "dst", 0, {LIT(dst_off, 1)}},
+    {"n = 2^62 (dst's n * 4 bytes wrap to 0)", BI_OP_BIT(OA_COPY_INDIRECT), BI_INV, "dst", 0, {LIT(n, BI_P2(62))}},
+};
+/* clang-format on */
+
+/* What only the device sees: every copy of the call given a bad address. Each copy must be
+ * skipped (the arena comparison sees any word written), the next synchronising call must
+ * report it, and the table is restored afterwards so that the good call runs. */
+enum { BAD_SRC_NULL, BAD_DST_MISALIGNED, BAD_DST_ON_TABLE };
+
+static MemraStatus cc_bad_entries(bi_world *w, const bi_custom *cc)
+{
+    bi_call c;
+    bi_base_call(w, w->e, cc->op, &c);
+    const bool batch = cc->op == OA_COPY_BATCH;
+    const size_t n = batch ? c.v.z[OA_SC_n] : 1;
+    uint64_t *table = (uint64_t *)c.v.p[0];
+    uint64_t bad[2 * 8], orig[2 * 8];
+    cr_assert(2 * n <= 8);
+    MemraSliceMutU64 entries = {table, batch ? 2 * n : 1};
+    TU_OK(memra_dtoh_u64(w->e, (MemraSliceU64){table, entries.len},
+                         (MemraSliceMutU64){orig, entries.len}));
+    memcpy(bad, orig, entries.len * sizeof *bad);
+    for (size_t i = 0; i < n; i++) {
+        if (cc->sub == BAD_SRC_NULL)
+            bad[i] = 0;
+        else if (cc->sub == BAD_DST_MISALIGNED)
+            bad[n + i] += 2;
+        else
+            bad[n + i] = (uint64_t)(uintptr_t)table;
+    }
+    TU_OK(memra_htod_u64_into(w->e, (MemraSliceU64){bad, entries.len}, entries));
+    TU_OK(bi_invoke(&c));
+    MemraStatus st = bi_took(w, memra_engine_synchronize(w->e));
+    TU_OK(memra_htod_u64_into(w->e, (MemraSliceU64){orig, entries.len}, entries));
+    return st;
+}
+
+static const bi_custom BI_ENTRY_12[] = {
+    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_SRC_NULL, BI_INV, "table", 0,
+     "memra_copy_batch_uniform_f32 with NULL sources in the table", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_DST_MISALIGNED, BI_INV, "table", 0,
+     "memra_copy_batch_uniform_f32 with misaligned destinations", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_BATCH, BAD_DST_ON_TABLE, BI_INV, "table", 0,
+     "memra_copy_batch_uniform_f32 with destinations on the table", cc_bad_entries},
+    {"memra_engine_synchronize", OA_COPY_INDIRECT, BAD_SRC_NULL, BI_INV, "src_ptr", 0,
+     "memra_copy_indirect_src_f32 with a NULL source", cc_bad_entries},
+};
+static const size_t BI_N_ENTRY_12 = sizeof BI_ENTRY_12 / sizeof BI_ENTRY_12[0];
+
+/* A copy in place (a source that is its destination) and the indirect copy at an offset, its
+ * table right before the part written (only that part counts for the overlap rules). */
+static void good_calls_12(bi_world *w)
+{
+    bi_call c;
+    bi_base_call(w, w->e, OA_COPY_BATCH, &c);
+    uint64_t *table = (uint64_t *)c.v.p[0];
+    const size_t n = c.v.z[OA_SC_n];
+    uint64_t host[2 * 8];
+    cr_assert(2 * n <= 8);
+    TU_OK(memra_dtoh_u64(w->e, (MemraSliceU64){table, 2 * n}, (MemraSliceMutU64){host, 2 * n}));
+    const uint64_t first_dst = host[n];
+    host[n] = host[0];
+    TU_OK(
+        memra_htod_u64_into(w->e, (MemraSliceU64){host, 2 * n}, (MemraSliceMutU64){table, 2 * n}));
+    TU_OK(bi_invoke(&c));
+    host[n] = first_dst;
+    TU_OK(
+        memra_htod_u64_into(w->e, (MemraSliceU64){host, 2 * n}, (MemraSliceMutU64){table, 2 * n}));
+    TU_OK(memra_engine_synchronize(w->e));
+
+    bi_base_call(w, w->e, OA_COPY_INDIRECT, &c);
+    const int dst = OA_SLOT(COPY_INDIRECT, dst), src_ptr = OA_SLOT(COPY_INDIRECT, src_ptr);
+    const uint64_t source = bi_region_addr(w, BI_R_COPY_SRC);
+    MemraSliceMutU64 entry = {(uint64_t *)c.v.p[dst], 1};
+    TU_OK(memra_htod_u64_into(w->e, (MemraSliceU64){&source, 1}, entry));
+    c.v.p[src_ptr] = c.v.p[dst];
+    c.v.z[OA_SC_dst_off] = 2;
+    c.v.z[OA_SC_n] -= 2;
+    TU_OK(bi_invoke(&c));
+}
+
+static const bi_suite SUITE_12 = {
+    .name = "bad_input_copy",
+    .ops = OPS_12,
+    .num_k = 1,
+    .num_v = 1,
+    .good_op = OA_COPY_BATCH,
+    SUITE_CASES(FIXUPS_12, BI_ENTRY_12, BI_N_ENTRY_12, good_calls_12),
+};
+
+BI_SUITE_TESTS(bad_input_copy, SUITE_12)

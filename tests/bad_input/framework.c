@@ -45,7 +45,16 @@ static const char *const region_name[BI_N_REGIONS] = {
     [BI_R_STATE_ALT] = "alternate states",
     [BI_R_RING] = "rings",
     [BI_R_JOURNAL] = "journals",
+    [OA_R_COPY_TABLE] = "table (copies)",
+    [OA_R_SRC_PTR] = "src_ptr",
+    [OA_R_COPY_DST] = "dst (indirect copy)",
+    [BI_R_COPY_SRC] = "copy sources",
+    [BI_R_COPY_TARGET] = "copy targets",
 };
+
+/* The 1.2 copies' shape: three copies of 40 words (the indirect copy moves 40 words too). */
+#define W_ITEMS ((size_t)3)
+#define W_WORDS ((size_t)40)
 
 /* The canonical states come first and the alternate states, rings and journals last: at least
  * as long as the longest output view (checked), they are the guard zones that keep an output
@@ -87,6 +96,12 @@ size_t bi_quantity(const bi_world *w, int op, int q)
         return OA_OPS[op].mode;
     case BI_Q_KEY_VAL:
         return S * nk + S * nv;
+    case OA_Q_ITEMS:
+        return W_ITEMS;
+    case OA_Q_WORDS:
+        return W_WORDS;
+    case OA_Q_ZERO:
+        return 0;
     }
     return 0;
 }
@@ -165,6 +180,10 @@ static size_t size_regions(bi_world *w)
     w->region_words[BI_R_RING] = W_B * ring_stride(w);
     if (w->region_words[OA_R_TABLE_J] > 0)
         w->region_words[BI_R_JOURNAL] = W_B * journal_words(w);
+    if (w->region_words[OA_R_COPY_TABLE] > 0 || w->region_words[OA_R_SRC_PTR] > 0) {
+        w->region_words[BI_R_COPY_SRC] = W_ITEMS * W_WORDS;
+        w->region_words[BI_R_COPY_TARGET] = W_ITEMS * W_WORDS;
+    }
     return longest;
 }
 
@@ -230,6 +249,15 @@ static void fill_tables(bi_world *w)
         if (w->region_words[OA_R_ACC_R] > 0)
             put_u32(img, w->off[OA_R_ACC_R] + b, (uint32_t)(1 + b % W_T));
     }
+    /* The copies: copy i from source i to target i, the indirect copy from source 0. */
+    for (size_t i = 0; i < W_ITEMS && w->region_words[OA_R_COPY_TABLE] > 0; i++) {
+        const uint64_t at = i * W_WORDS * sizeof(float);
+        put_u64(img, w->off[OA_R_COPY_TABLE] + 2 * i, bi_region_addr(w, BI_R_COPY_SRC) + at);
+        put_u64(img, w->off[OA_R_COPY_TABLE] + 2 * (W_ITEMS + i),
+                bi_region_addr(w, BI_R_COPY_TARGET) + at);
+    }
+    if (w->region_words[OA_R_SRC_PTR] > 0)
+        put_u64(img, w->off[OA_R_SRC_PTR], bi_region_addr(w, BI_R_COPY_SRC));
 }
 
 MemraStatus bi_empty_step(MemraEngine *e, void *user)
@@ -440,8 +468,8 @@ static const char *const geom_name[G_COUNT] = {
     "at the same address", "starting on its last element", "ending on its first element"};
 
 static const char *const sc_name[OA_N_SC] = {
-    "d_state", "num_v", "num_k", "key_dim",    "conv_dim", "d_conv",
-    "t",       "b_n",   "mode",  "head_order", "eps",      "scale",
+    "d_state", "num_v",      "num_k", "key_dim", "conv_dim", "d_conv", "t",       "b_n",
+    "mode",    "head_order", "eps",   "scale",   "n",        "words",  "dst_off",
 };
 
 static const float nonfinite[] = {NAN, INFINITY, -INFINITY};
@@ -494,7 +522,8 @@ static size_t gen_cases(const bi_suite *suite, bi_case *out, MemraBackend backen
             }
         }
         for (int sc = 0; sc < OA_N_SC; sc++) {
-            if (!OA_OPS[op].base[sc] || sc == OA_SC_mode || sc == OA_SC_head_order)
+            if (!OA_OPS[op].base[sc] || sc == OA_SC_mode || sc == OA_SC_head_order ||
+                oa_zero_valid(op, sc))
                 continue;
             if (!OA_SC_IS_FLOAT(sc))
                 ADD(.op = op, .kind = K_ZERO, .slot = sc);

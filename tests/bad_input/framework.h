@@ -45,6 +45,8 @@ enum {
     BI_R_STATE_ALT,
     BI_R_RING,
     BI_R_JOURNAL,
+    BI_R_COPY_SRC,
+    BI_R_COPY_TARGET,
     BI_N_REGIONS
 };
 

@@ -33,9 +33,12 @@ enum {
     OA_SC_head_order,
     OA_SC_eps,
     OA_SC_scale,
+    OA_SC_n,
+    OA_SC_words,
+    OA_SC_dst_off,
     OA_N_SC
 };
-#define OA_SC_IS_FLOAT(sc) ((sc) >= OA_SC_eps)
+#define OA_SC_IS_FLOAT(sc) ((sc) == OA_SC_eps || (sc) == OA_SC_scale)
 
 /* Slot kinds. */
 enum { OA_K_IN, OA_K_TAB, OA_K_U32, OA_K_OUT, OA_K_OPT, OA_K_INOUT, OA_K_EMPTY, OA_K_IGNORED };
@@ -54,6 +57,10 @@ enum {
     OA_F_S,
     OA_F_SS,
     OA_F_TABW,
+    OA_F_N,
+    OA_F_WORDS,
+    OA_F_TWO,
+    OA_F_OFF_N,
 };
 
 /* Regions of the bad-input world that the baseline views lie in. The pointer tables' regions
@@ -85,6 +92,9 @@ enum {
     OA_R_TAB_OUT,
     OA_R_TABLE,
     OA_R_TABLE_J,
+    OA_R_COPY_TABLE,
+    OA_R_SRC_PTR,
+    OA_R_COPY_DST,
     OA_N_SLOT_REGIONS
 };
 
@@ -104,6 +114,9 @@ enum {
     OA_Q_TILED,
     OA_Q_EPS,
     OA_Q_SCALE,
+    OA_Q_ITEMS,
+    OA_Q_WORDS,
+    OA_Q_ZERO,
     OA_Q_LITERAL,
 };
 
@@ -184,6 +197,7 @@ static const oa_op OA_OPS[OA_N_OP] = {
     }                                                                                              \
     ,
 #define SIZE(id, name, base_) [OA_SC_##name] = 1 + OA_Q_##base_,
+#define OFFSET SIZE
 #define ENUM SIZE
 #define FLOAT SIZE
 #define FSIZE SIZE
@@ -202,6 +216,25 @@ static const oa_alias OA_ALIASES[] = {
 #include "op_args.def"
     {-1, -1, -1},
 };
+
+/* Size scalars for which 0 is a valid value (OFFSET rows). */
+typedef struct oa_zero_ok {
+    int op, sc;
+} oa_zero_ok;
+
+static const oa_zero_ok OA_ZERO_OK[] = {
+#define OFFSET(id, name, base) {OA_##id, OA_SC_##name},
+#include "op_args.def"
+    {-1, -1},
+};
+
+static inline bool oa_zero_valid(int op, int sc)
+{
+    for (const oa_zero_ok *z = OA_ZERO_OK; z->op >= 0; z++)
+        if (z->op == op && z->sc == sc)
+            return true;
+    return false;
+}
 
 static inline const oa_slot *oa_slot_of(int op, int s)
 {
@@ -301,6 +334,14 @@ static inline size_t oa_factor(int op, int f, const size_t *z, bool *ovf)
         return S * S;
     case OA_F_TABW:
         return MEMRA_TABLE_WIDTH;
+    case OA_F_N:
+        return z[OA_SC_n];
+    case OA_F_WORDS:
+        return z[OA_SC_words];
+    case OA_F_TWO:
+        return 2;
+    case OA_F_OFF_N:
+        return oa_add(z[OA_SC_dst_off], z[OA_SC_n], ovf);
     }
     return 1;
 }
@@ -390,6 +431,7 @@ static inline MemraStatus oa_invoke(int op, MemraEngine *e, const oa_values *v,
 #define OP(id, fn, form, mode, label, fuzz) OA_OPEN_##form(id, fn)
 #define SLICE(id, name, kind, ...) , OA_VIEW_##kind(v, OA_SLOT(id, name))
 #define SIZE(id, name, base) , v->z[OA_SC_##name]
+#define OFFSET SIZE
 #define ENUM SIZE
 #define FLOAT(id, name, base) , v->f[OA_SC_##name]
 #define END(id) );

@@ -30,7 +30,10 @@
  * ring, state and journal stay untouched. memra_gdn_journal_len, memra_alloc_u32,
  * memra_htod_u32_into and memra_dtoh_u32 are called with drawn arguments as well, and so are the
  * single-sequence memra_ssm_conv1d_fused_decode (its ring a harness buffer) and
- * memra_gdn_scan_s128 (its states too, the same buffer for both allowed).
+ * memra_gdn_scan_s128 (its states too, the same buffer for both allowed). The 1.2 copies,
+ * memra_copy_batch_uniform_f32 and memra_copy_indirect_src_f32, are drawn with their own n,
+ * words and dst_off; every table entry of an accepted copy points at a harness allocation of
+ * exactly the copy's bytes.
  *
  * Shapes are drawn near small defaults (num_k = num_v = 1, conv_dim 384, t = 2, b_n = 1) so that
  * an all-zero input is a valid program and the kernels stay fast, with bytes that pick small
@@ -44,7 +47,8 @@
  *   command := op:u8 (op % N_CMD selects the command) followed by its own bytes, see run().
  *   call    := op:u8 — below 243, op % 9 picks one of the nine operations of the first corpus
  *              (the 1.0 ones, the verify, the commit, the rollback), 243 and above the
- *              single-sequence conv and scan — then the shape scalars and one view per slot.
+ *              later ones (the single-sequence conv and scan, the 1.2 copies) — then the
+ *              shape scalars (a copy's n, words and dst_off after b_n) and one view per slot.
  *   scalar  := x:u8 — 0..127 the default, 128..191 the small value x - 128, 192..247 an entry of
  *              SPECIAL, 248..255 a raw u64 from the next 8 bytes.
  *   view    := buffer:u8 mode:u8 k:u8 — buffer 0 is the slot's default buffer; mode's low three
@@ -202,6 +206,8 @@ typedef struct hbuf {
 #define OP_ROLLBACK OA_ROLLBACK
 #define OP_CONV_1 OA_CONV_1
 #define OP_SCAN_1 OA_SCAN_1
+#define OP_COPY_BATCH OA_COPY_BATCH
+#define OP_COPY_INDIRECT OA_COPY_INDIRECT
 
 /* The drawn operations, and how many of them the first corpus was written for: an op byte
  * below 243 (27 * 9) picks one of those nine as it always did, 243 and above the later ones. */
@@ -262,6 +268,8 @@ typedef struct call {
     MemraEngine *engine;
     size_t d_state, num_v, num_k, key_dim, conv_dim, d_conv, t, b_n;
     float eps, scale;
+    /* The 1.2 copies: n, words and dst_off. */
+    size_t n_copy, words, dst_off;
     int n;
     uintptr_t p[MAX_SLOTS];
     size_t len[MAX_SLOTS];
@@ -356,6 +364,9 @@ static void call_values(const call *c, oa_values *v)
     v->z[OA_SC_head_order] = c->order;
     v->f[OA_SC_eps] = c->eps;
     v->f[OA_SC_scale] = c->scale;
+    v->z[OA_SC_n] = c->n_copy;
+    v->z[OA_SC_words] = c->words;
+    v->z[OA_SC_dst_off] = c->dst_off;
 }
 
 /* The elements every slot needs for the call's shape (the table's lengths). */
@@ -464,6 +475,17 @@ static bool outputs_overlap(const call *c, bool by_role)
     return false;
 }
 
+/* memra_copy_indirect_src_f32: the part of dst written against src_ptr's one entry. */
+static bool copy_dst_overlaps(const call *c)
+{
+    const int d = OA_SLOT(COPY_INDIRECT, dst), t = OA_SLOT(COPY_INDIRECT, src_ptr);
+    if (c->p[d] == 0 || c->p[t] == 0)
+        return false;
+    const uintptr_t hi = c->p[d] + c->need[d] * sizeof(float);
+    const uintptr_t lo = hi - c->n_copy * sizeof(float);
+    return lo < c->p[t] + sizeof(uint64_t) && c->p[t] < hi;
+}
+
 static int oracle_verify(call *c)
 {
     bool bad = false, ovf = false, open = false;
@@ -549,6 +571,13 @@ static int oracle(call *c)
     case OP_SCAN_1:
         bad |= c->num_v == 0 || !isfinite(c->scale);
         break;
+    case OP_COPY_BATCH:
+        /* A copy's bytes, words * 4, must fit in size_t. */
+        bad |= c->n_copy == 0 || c->words == 0 || c->words > SIZE_MAX / sizeof(float);
+        break;
+    case OP_COPY_INDIRECT:
+        bad |= c->n_copy == 0;
+        break;
     }
     bad |= (reads(c->op, OA_SC_t) && c->t == 0) || (reads(c->op, OA_SC_b_n) && c->b_n == 0);
     needs(c, &ovf);
@@ -560,8 +589,11 @@ static int oracle(call *c)
             continue;
         bad |= bad_view(c, s);
     }
-    /* Outputs must not share memory with any other argument. */
-    if (!ovf)
+    /* Outputs must not share memory with any other argument; of the indirect copy's dst only
+     * the part written, from dst_off on, counts. */
+    if (!ovf && c->op == OP_COPY_INDIRECT)
+        bad |= copy_dst_overlaps(c);
+    else if (!ovf)
         bad |= outputs_overlap(c, false);
     /* A head dimension of 0 is not a shape at all: a library may call it either. */
     if (unsupported)
@@ -799,6 +831,10 @@ static size_t target_bytes_for(const call *c, bool *too_big)
         words = mul(c->conv_dim, c->d_conv >= 1 ? c->d_conv - 1 : 0, &ovf);
     else if (c->op == OP_SCAN_B || c->op == OP_SCAN_T)
         words = mul(c->num_v, S * S, &ovf);
+    else if (c->op == OP_COPY_BATCH)
+        words = c->words;
+    else if (c->op == OP_COPY_INDIRECT)
+        words = c->n_copy;
     size_t bytes = mul(words, sizeof(float), &ovf);
     /* Bigger than a call built from the harness's buffers can legitimately need. */
     *too_big = ovf || bytes > ((size_t)64 << 20);
@@ -878,6 +914,13 @@ static bool read_call(fuzz *f, reader *r, call *c)
     c->d_conv = pick(r, 4);
     c->t = pick(r, 2);
     c->b_n = pick(r, 1);
+    /* Only the copies read these, so other operations' inputs keep their meaning. */
+    if (reads(c->op, OA_SC_n))
+        c->n_copy = pick(r, 2);
+    if (reads(c->op, OA_SC_words))
+        c->words = pick(r, 64);
+    if (reads(c->op, OA_SC_dst_off))
+        c->dst_off = pick(r, 0);
     c->eps = pick_float(r, 1e-6f);
     c->scale = pick_float(r, 0.08838834764831845f);
     uint8_t flags = rd8(r);

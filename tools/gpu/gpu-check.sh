@@ -7,12 +7,14 @@
 # H200).
 #
 # usage: tools/gpu/gpu-check.sh [STEP...]
-#   steps: info hash suite sanitize bench-sanitize per-op bench sass (default: all, in that
-#   order)
+#   steps: info hash suite sanitize bench-sanitize per-op bench sass copy (default: all, in
+#   that order)
 #   hash compares the fingerprints of every output of the packed verify (memra_bench --mode
 #   hash) with those of libmemra 1.0.0, recorded on an H200 (tools/gpu/hash-1.0.0.txt): a
 #   kernel change must not change a single bit.
 #   per-op times each operation of the packed program alone (memra_bench --mode per-op).
+#   copy times the 1.2 batched state copy against one copy per layer and the bandwidth floor
+#   (memra_bench --mode copy).
 #
 # Build first, on the GPU machine or on any machine with nvcc:
 #   make BUILD=build-cuda lib test-c-build bench-build
@@ -36,7 +38,7 @@ set -u -o pipefail
 
 build=${BUILD:-build-cuda}
 out=${OUT:-/tmp/memra-gpu-check}
-steps=${*:-info hash suite sanitize bench-sanitize per-op bench sass}
+steps=${*:-info hash suite sanitize bench-sanitize per-op bench sass copy}
 bench=$build/bench/memra_bench
 crit=${CRITERION_LIBS:-}
 if [ -z "$crit" ] && [ -d "$build/crit" ]; then
@@ -130,6 +132,14 @@ for s in $steps; do
             >"$out/scan.sass" 2>&1 || echo "sass: cuobjdump failed"
         cuobjdump --dump-resource-usage "$build/libmemra.so.1" 2>&1 | grep -E 'Function|REG' |
             head -40
+        ;;
+    copy)
+        step copy
+        if [ -x "$bench" ]; then
+            timeout 300 "$bench" --mode copy --backend cuda 2>&1 | tee "$out/copy.log" || rc=1
+        else
+            echo "copy: $bench not built"
+        fi
         ;;
     *)
         echo "unknown step $s" >&2

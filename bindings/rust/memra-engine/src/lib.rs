@@ -29,6 +29,19 @@
 //! # }
 //! ```
 //!
+//! # Which memra revision
+//!
+//! The methods mirror the revision of memra-engine 0.136 whose packed
+//! [`Engine::ssm_conv1d_fused_decode_tloop`] and [`Engine::gdn_scan_s128_tsnap`] take a pointer
+//! table `[conv ring, canonical state, alternate state]` (above), together with that
+//! generation's checkpoint copies [`Engine::copy_indirect_src_f32`] and
+//! [`Engine::copy_batch_uniform_f32`]. An earlier 0.136 revision (memra commit 394cfc42) passed
+//! those states as buffers (`conv_state: &mut CudaSlice<f32>`, `state_in`, `state_out`,
+//! snapshots); code written for it ports to the single-sequence ops, which take the buffers and
+//! give the same bits: [`Engine::ssm_conv1d_fused_decode`] once per row with the ring itself,
+//! and [`Engine::gdn_scan_s128`] over all `t` rows from `state_in` into `state_out`.
+//! README.md's Rust section shows the port.
+//!
 //! # What the types guarantee
 //!
 //! - [`Engine::new`] checks the loaded library's ABI version against the header these bindings

@@ -13,7 +13,7 @@
 use memra_sys as sys;
 
 use crate::buffer::sealed::RawBuf;
-use crate::buffer::{CudaSlice, DevicePtr, DevicePtrMut, NO_F32, NO_F32_MUT};
+use crate::buffer::{CudaSlice, CudaView, DevicePtr, DevicePtrMut, NO_F32, NO_F32_MUT};
 use crate::engine::{elements, Engine};
 use crate::error::{check, Error, Res, Result, Status};
 use crate::lock::LockGuard;
@@ -626,5 +626,53 @@ impl Engine {
         /// (`memra_gdn_scan_s128_tsnap`): activations `[b_n, t, ...]`, `table` `[b_n, 3]`,
         /// `snap_ssm` `[b_n, t - 1, num_v, 128, 128]`.
         gdn_scan_s128_tsnap_batched;
+    }
+}
+
+/// The state copies of memra-engine 0.136's GDN verify (`memra_copy_batch_uniform_f32`,
+/// `memra_copy_indirect_src_f32`): device-to-device f32 copies whose addresses are read from a
+/// device table when the copy executes, so that a captured graph follows the table.
+impl Engine {
+    /// Copies `n` f32 from the address held in `src_ptr[0]` into `dst[dst_off .. dst_off + n]`
+    /// (memra-engine's `copy_indirect_src_f32`): the checkpoint stash of a state row that a
+    /// pointer table selects. The source address is read when the copy runs; a NULL or
+    /// misaligned one leaves `dst` untouched and is reported by the next synchronising call.
+    pub fn copy_indirect_src_f32(
+        &self,
+        src_ptr: &CudaView<u64>,
+        dst: &mut CudaSlice<f32>,
+        dst_off: usize,
+        n: usize,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        const F: &str = "Engine::copy_indirect_src_f32";
+        let g = self.lock();
+        let src_ptr = self.t(&g, F, "src_ptr", src_ptr)?.u64();
+        let dst = self.t(&g, F, "dst", &*dst)?.f32_mut();
+        let raw = self.raw();
+        // SAFETY: a live engine, its lock held, and slices that describe live buffers of it.
+        Ok(check(unsafe {
+            sys::memra_copy_indirect_src_f32(raw, src_ptr, dst, dst_off, n)
+        })?)
+    }
+
+    /// Copies `n` states of `words` f32 in one launch (memra-engine's
+    /// `copy_batch_uniform_f32`): `table` is `[src x n, dst x n]` device addresses, copy i
+    /// from `table[i]` to `table[n + i]`, read when the copy runs. The partial-accept restore
+    /// of every layer's ring and state from the checkpoint slabs. A bad address skips that copy
+    /// and is reported by the next synchronising call.
+    pub fn copy_batch_uniform_f32(
+        &self,
+        table: &CudaSlice<u64>,
+        n: usize,
+        words: usize,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        const F: &str = "Engine::copy_batch_uniform_f32";
+        let g = self.lock();
+        let table = self.t(&g, F, "table", table)?.u64();
+        let raw = self.raw();
+        // SAFETY: a live engine, its lock held, and a slice that describes a live buffer of it.
+        Ok(check(unsafe {
+            sys::memra_copy_batch_uniform_f32(raw, table, n, words)
+        })?)
     }
 }

@@ -817,3 +817,153 @@ fn a_partial_accept_commits_the_state_of_its_rows() -> Result<(), Box<dyn Error>
     }
     Ok(())
 }
+
+/// The ring and state of linear layer `il` of `cache`, set the way a prefill would leave them.
+fn prime_layer(
+    e: &Engine,
+    cache: &mut Cache,
+    il: usize,
+    g: Geometry,
+    s: u64,
+) -> Result<(), Box<dyn Error>> {
+    let rl = cache.recur[il].as_mut().unwrap();
+    let seed = s ^ (il as u64) << 32;
+    e.htod_f32_into(
+        &random(g.conv_dim() * (D_CONV - 1), seed, 30, 1.0),
+        &mut rl.conv_state,
+    )?;
+    e.htod_f32_into(&random(g.state(), seed, 31, 0.3), &mut rl.ssm_state)?;
+    Ok(())
+}
+
+/// spec.rs's checkpoint stash of 0.136: after verify row `r`, every layer's ring and state go
+/// into row `r` of the checkpoint slabs, each copied from the address its layer's pointer-table
+/// entry holds (the per-row ping-pong moves the state between two buffers, so the entry is
+/// rewritten, and a captured stash would follow it).
+fn stash_row(
+    e: &Engine,
+    cache: &Cache,
+    slabs: (&mut CudaSlice<f32>, &mut CudaSlice<f32>),
+    g: Geometry,
+    r: usize,
+    t: usize,
+) -> Result<(), Box<dyn Error>> {
+    let stream = e.gpu.stream();
+    let (ring, state) = (g.conv_dim() * (D_CONV - 1), g.state());
+    let mut entries = Vec::new();
+    for rl in cache.recur.iter().flatten() {
+        entries.push(rl.conv_state.device_ptr(&stream).0);
+        entries.push(rl.ssm_state.device_ptr(&stream).0);
+    }
+    let table = e.htod_u64(&entries)?;
+    for il in 0..cache.recur.len() {
+        let at = il * t + r;
+        e.copy_indirect_src_f32(&table.slice(2 * il..2 * il + 1), slabs.0, at * ring, ring)?;
+        e.copy_indirect_src_f32(
+            &table.slice(2 * il + 1..2 * il + 2),
+            slabs.1,
+            at * state,
+            state,
+        )?;
+    }
+    Ok(())
+}
+
+/// spec.rs's partial-accept commit of 0.136: every layer's ring, then every layer's state,
+/// restored from checkpoint row `j - 1` in one launch each (a table `[src x n, dst x n]`).
+fn restore_accepted(
+    e: &Engine,
+    cache: &mut Cache,
+    slabs: (&CudaSlice<f32>, &CudaSlice<f32>),
+    g: Geometry,
+    j: usize,
+    t: usize,
+) -> Result<(), Box<dyn Error>> {
+    let stream = e.gpu.stream();
+    let (ring, state) = (g.conv_dim() * (D_CONV - 1), g.state());
+    let n = cache.recur.len();
+    let (conv_base, ssm_base) = (slabs.0.device_ptr(&stream).0, slabs.1.device_ptr(&stream).0);
+    let (mut conv_tab, mut ssm_tab) = (Vec::new(), Vec::new());
+    for il in 0..n {
+        let at = (il * t + j - 1) as u64;
+        conv_tab.push(conv_base + at * (ring * 4) as u64);
+        ssm_tab.push(ssm_base + at * (state * 4) as u64);
+    }
+    for rl in cache.recur.iter().flatten() {
+        conv_tab.push(rl.conv_state.device_ptr(&stream).0);
+        ssm_tab.push(rl.ssm_state.device_ptr(&stream).0);
+    }
+    e.copy_batch_uniform_f32(&e.htod_u64(&conv_tab)?, n, ring)?;
+    e.copy_batch_uniform_f32(&e.htod_u64(&ssm_tab)?, n, state)?;
+    Ok(())
+}
+
+#[test]
+fn a_checkpoint_stash_and_batched_restore_are_the_per_row_program() -> Result<(), Box<dyn Error>> {
+    let s = fresh_seed();
+    let g = Geometry { num_k: 2, num_v: 4 };
+    const L: usize = 3;
+    const T: usize = 3;
+    let (ring, state) = (g.conv_dim() * (D_CONV - 1), g.state());
+    for e in engines() {
+        let la: Vec<LinearLayer> = (0..L)
+            .map(|il| layer(&e, g, s ^ (il as u64) << 16))
+            .collect::<Result<_, _>>()?;
+        let rows = row_inputs(&e, g, T, s ^ 0x5eed)?;
+        let row = |r: usize| -> Result<RowInputs, Box<dyn Error>> {
+            Ok(RowInputs {
+                qkv_mixed: e.clone_dtod(&rows_of(&rows.qkv_mixed, r, g.conv_dim()))?,
+                beta_raw: e.clone_dtod(&rows_of(&rows.beta_raw, r, g.num_v))?,
+                alpha: e.clone_dtod(&rows_of(&rows.alpha, r, g.num_v))?,
+            })
+        };
+        for j in 1..=T {
+            // The reference: the first j rows through every layer, one row at a time.
+            let mut eager = Cache::new(&e, g, L)?;
+            for il in 0..L {
+                prime_layer(&e, &mut eager, il, g, s)?;
+            }
+            for r in 0..j {
+                let x = row(r)?;
+                for il in 0..L {
+                    linear_attn_decode(&e, &la[il], &mut eager, il, &x, g, false)?;
+                }
+            }
+            // The verify of all T rows with a checkpoint after each, then the accept of j.
+            let mut cache = Cache::new(&e, g, L)?;
+            for il in 0..L {
+                prime_layer(&e, &mut cache, il, g, s)?;
+            }
+            let mut conv_slab = upload(&e, &common::poison(L * T * ring))?;
+            let mut ssm_slab = upload(&e, &common::poison(L * T * state))?;
+            for r in 0..T {
+                let x = row(r)?;
+                for il in 0..L {
+                    linear_attn_decode(&e, &la[il], &mut cache, il, &x, g, false)?;
+                }
+                stash_row(&e, &cache, (&mut conv_slab, &mut ssm_slab), g, r, T)?;
+            }
+            let stashed = device_bits(&e, &ssm_slab);
+            assert!(stashed
+                .iter()
+                .all(|&b| b != common::bits(&common::poison(1))[0]));
+            restore_accepted(&e, &mut cache, (&conv_slab, &ssm_slab), g, j, T)?;
+            e.synchronize()?;
+            let ring_and_state = |c: &Cache, il: usize| {
+                let rl = c.recur[il].as_ref().unwrap();
+                [
+                    device_bits(&e, &rl.conv_state),
+                    device_bits(&e, &rl.ssm_state),
+                ]
+            };
+            for il in 0..L {
+                let (got, want) = (ring_and_state(&cache, il), ring_and_state(&eager, il));
+                assert!(
+                    got == want,
+                    "j={j} layer {il}: ring and state differ (seed {s:#x})"
+                );
+            }
+        }
+    }
+    Ok(())
+}

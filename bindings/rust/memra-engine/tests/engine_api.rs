@@ -1960,3 +1960,40 @@ fn memset_zeros_clears_every_element_type_and_replays_in_a_graph() {
         assert!(got[30..].iter().all(|x| x.to_bits() == POISON));
     }
 }
+
+/// The 1.2 state copies through the facade: a bad address in a table skips its copy and is
+/// reported by the next synchronising call with the library's message, the destination
+/// untouched; a buffer of another engine is refused before anything runs; afterwards the
+/// engine goes on and the copies are memcpy, bit for bit.
+#[test]
+fn the_state_copies_report_bad_addresses_and_refuse_foreign_buffers() -> memra_engine::Result<()> {
+    let s = fresh_seed();
+    const WORDS: usize = 1000;
+    for e in engines() {
+        let stream = e.stream();
+        let want = random(WORDS, s, 1, 1.0);
+        let src = e.htod(&want)?;
+        let mut dst = e.htod(&poison(WORDS))?;
+        let dst_addr = dst.device_ptr(&stream).0;
+        let null_source = e.htod_u64(&[0, dst_addr])?;
+        e.copy_batch_uniform_f32(&null_source, 1, WORDS)?;
+        let err = e.synchronize().unwrap_err();
+        assert_eq!(status(&*err), Status::InvalidArgument, "{err}");
+        assert!(message(&*err).contains("copy 0"), "{err}");
+        assert_eq!(bits(&e.dtoh(&dst)?), bits(&poison(WORDS)), "{}", replay(s));
+        e.synchronize()?;
+
+        let other = engine_on(e.backend())?;
+        let foreign = other.htod_u64(&[src.device_ptr(&stream).0, dst_addr])?;
+        let err = e.copy_batch_uniform_f32(&foreign, 1, WORDS).unwrap_err();
+        assert_eq!(status(&*err), Status::InvalidArgument, "{err}");
+
+        let table = e.htod_u64(&[src.device_ptr(&stream).0, dst_addr])?;
+        e.copy_indirect_src_f32(&table.slice(0..1), &mut dst, 0, WORDS)?;
+        assert_eq!(bits(&e.dtoh(&dst)?), bits(&want), "{}", replay(s));
+        e.htod_f32_into(&poison(WORDS), &mut dst)?;
+        e.copy_batch_uniform_f32(&table, 1, WORDS)?;
+        assert_eq!(bits(&e.dtoh(&dst)?), bits(&want), "{}", replay(s));
+    }
+    Ok(())
+}

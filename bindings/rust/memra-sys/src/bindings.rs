@@ -1745,3 +1745,57 @@ extern "C" {
         scale: f32,
     ) -> MemraStatus;
 }
+extern "C" {
+    #[doc = " Copies `n` states of `words` f32 each in one launch (memra-engine's"]
+    #[doc = " `copy_batch_uniform_f32`): copy i reads `words` floats at the address in `table[i]` and"]
+    #[doc = " writes them at the address in `table[n + i]`. The addresses are device addresses read when"]
+    #[doc = " the copy executes, so a captured graph copies whatever the table names at each replay: the"]
+    #[doc = " checkpoint stash and the partial-accept restore of every layer's ring and state as one"]
+    #[doc = " launch, the table rewritten with `memra_htod_u64_into()` between replays. Bit-exact copies."]
+    #[doc = ""]
+    #[doc = " - `table`: `[2, n]` u64 device addresses, the n sources then the n destinations. Longer is"]
+    #[doc = "   fine (the tail is not read)."]
+    #[doc = " - Each address must be non-NULL and 4-byte aligned, and `words` floats from it must not run"]
+    #[doc = "   past the end of the address space. A destination must not overlap the table, nor its own"]
+    #[doc = "   source unless it is exactly the same address (that copy then has nothing to do). Only the"]
+    #[doc = "   device sees the addresses: a copy that breaks one of these rules is not made, its"]
+    #[doc = "   destination is left untouched, the other copies are made, and the next synchronising call"]
+    #[doc = "   (`memra_engine_synchronize()`, `memra_dtoh_f32()`, ...) returns INVALID_ARGUMENT naming"]
+    #[doc = "   the copy and the address; the engine stays usable."]
+    #[doc = " - The destinations of different copies must not overlap one another or another copy's"]
+    #[doc = "   source: the copies run in parallel in no defined order (not checked)."]
+    #[doc = ""]
+    #[doc = " Returns OK; INVALID_ARGUMENT (NULL/dead engine, zero `n` or `words`, a NULL, misaligned or"]
+    #[doc = " short `table`, overflowing sizes); DEVICE_ERROR."]
+    pub fn memra_copy_batch_uniform_f32(
+        engine: *mut MemraEngine,
+        table: MemraSliceU64,
+        n: usize,
+        words: usize,
+    ) -> MemraStatus;
+}
+extern "C" {
+    #[doc = " Copies `n` f32 from the address held in `src_ptr[0]` into `dst[dst_off .. dst_off + n]`"]
+    #[doc = " (memra-engine's `copy_indirect_src_f32`): the source is a device address read when the copy"]
+    #[doc = " executes, so a captured graph copies from whatever the entry names at each replay (a state"]
+    #[doc = " row that a pointer table selects, stashed into a checkpoint slab). Bit-exact."]
+    #[doc = ""]
+    #[doc = " - `src_ptr`: at least 1 u64; only entry 0 is read."]
+    #[doc = " - `dst`: at least `dst_off + n` f32. The part written must not overlap `src_ptr` (refused"]
+    #[doc = "   here)."]
+    #[doc = " - The source address must be non-NULL and 4-byte aligned, must not run past the end of the"]
+    #[doc = "   address space with `n` floats, and must not overlap the part of `dst` written unless it"]
+    #[doc = "   is exactly its address (nothing to do). Only the device sees it: a bad source leaves `dst`"]
+    #[doc = "   untouched and is reported by the next synchronising call as in"]
+    #[doc = "   `memra_copy_batch_uniform_f32()`."]
+    #[doc = ""]
+    #[doc = " Returns OK; INVALID_ARGUMENT (NULL/dead engine, zero `n`, NULL, misaligned or short views,"]
+    #[doc = " `dst_off + n` overflowing, overlap); DEVICE_ERROR."]
+    pub fn memra_copy_indirect_src_f32(
+        engine: *mut MemraEngine,
+        src_ptr: MemraSliceU64,
+        dst: MemraSliceMutF32,
+        dst_off: usize,
+        n: usize,
+    ) -> MemraStatus;
+}
