@@ -360,6 +360,21 @@ regs_store(float *dst, float *tile, const float (&s)[C::NC][32], unsigned grp, u
     __syncwarp();
 }
 
+/* The state in registers to global memory without the tile: one 4-byte store per element, the
+ * four threads of a group covering 16 contiguous bytes of a column. The narrow shape, whose few
+ * blocks are latency-bound, stores its snapshots this way: the stores leave at once instead of
+ * waiting behind two warp barriers and a round trip through shared memory. */
+template <class C>
+static __device__ __forceinline__ void regs_store_direct(float *dst, const float (&s)[C::NC][32],
+                                                         unsigned grp, unsigned j)
+{
+#pragma unroll
+    for (int n = 0; n < C::NC; n++)
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            dst[(size_t)(n * C::G + grp) * MEMRA__S + 32 * (e / 8) + 4 * (e % 8) + j] = s[n][e];
+}
+
 /*
  * Everything a scan launch reads (kernels.h's memra__scan_args, resolved for the kernel body, or
  * the verify's workspace view). Row r of sequence b, head h: q and k at
@@ -581,9 +596,13 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                 if (cb == 0 && tid == 0)
                     jn[jg + p.h] = sm.gd[rr];
             }
-            if (OUT == SCAN_SNAP && r + 1 < t)
-                regs_store<C>(a.snap + (b * (t - 1) + r) * state_words + p.off, sm.tile, s, grp, j,
-                              ((uintptr_t)a.snap & 15u) == 0);
+            if (OUT == SCAN_SNAP && r + 1 < t) {
+                float *sn = a.snap + (b * (t - 1) + r) * state_words + p.off;
+                if (C::NC == 1)
+                    regs_store_direct<C>(sn, s, grp, j);
+                else
+                    regs_store<C>(sn, sm.tile, s, grp, j, ((uintptr_t)a.snap & 15u) == 0);
+            }
             op += row_step;
         }
     }

@@ -640,7 +640,7 @@ pub unsafe extern "C" fn memra_graph_destroy(
 }
 
 // ---------------------------------------------------------------------------------------------
-// ABI 1.1: the one-launch verify, journal mode, commit and device-side rollback. Every symbol
+// ABI 1.1: the verify, journal mode, commit and device-side rollback. Every symbol
 // below is exported under the MEMRA_1.1 version node.
 // ---------------------------------------------------------------------------------------------
 
@@ -789,8 +789,9 @@ pub unsafe extern "C" fn memra_verify_args_init(args: *mut MemraVerifyArgs) -> M
     MemraStatus::Ok
 }
 
-/// The whole speculative verify of `b_n` sequences x `t` rows, conv + prep + scan, in ONE
-/// kernel launch on CUDA (one pass on the CPU).
+/// The whole speculative verify of `b_n` sequences x `t` rows, conv + prep + scan: on CUDA a
+/// prologue kernel (conv and prep once per key head and row) and the scan kernel, which loads
+/// the state while the prologue runs (programmatic dependent launch); one pass on the CPU.
 ///
 /// Every tensor it writes is bit-identical to what the 1.0 program writes for the same inputs
 /// (`memra_ssm_conv1d_fused_decode_tloop()`, `memra_gdn_prep_decode_b()` over the `b_n * t`
@@ -801,20 +802,27 @@ pub unsafe extern "C" fn memra_verify_args_init(args: *mut MemraVerifyArgs) -> M
 /// Modes (`MemraVerifyMode`): SNAPSHOTS and FINAL_ONLY keep the 1.0 table and parity rules;
 /// JOURNAL reads `accepted` and the journals, folds the accepted rows, runs the new rows,
 /// writes ring and state back in place and leaves the `t` new rows in the journal. In JOURNAL
-/// mode, a sequence whose `accepted[b]` exceeds the rows its journal holds (or whose journal
-/// does not match the shape) is left untouched (ring, state, journal and its outputs) and the
-/// next synchronising call on the engine (`memra_engine_synchronize()`, `memra_dtoh_*()`)
-/// returns INVALID_ARGUMENT naming the operation, the sequence and the value; the engine stays
-/// usable. `accepted[b] = 0` is legal (nothing is folded).
+/// mode each sequence's journal is checked first: its table entry (not 0, 4-byte aligned), its
+/// header (zero = empty, or this library's magic and format, this call's d_state, num_k, num_v,
+/// d_conv and head order, rows at most its t_max, slot 0 or 1), its capacity (equal to
+/// `journal_t_max` when that is set; else the larger of `t` and the header's t_max) and
+/// `accepted[b]` (at most the rows held). A sequence that fails is left untouched (ring, state,
+/// journal and its outputs), the other sequences proceed, and the next synchronising call on the
+/// engine (`memra_engine_synchronize()`, `memra_dtoh_*()`) returns INVALID_ARGUMENT naming the
+/// operation, the sequence and what was wrong (e.g. "journal of sequence 1 written for num_v 8,
+/// this call has num_v 4"); the engine stays usable. `accepted[b] = 0` is legal (nothing is
+/// folded).
 ///
 /// Graph-capturable; table entries and accepted counts are re-read at every replay.
 ///
 /// Returns OK; INVALID_ARGUMENT (NULL/dead engine, NULL `args`, `struct_size` smaller than
-/// 1.1's, unknown mode or head order, zero or inconsistent counts, short or misaligned views,
+/// 1.1's or between 1.1's and 1.2's, unknown mode or head order, a short, misaligned or
+/// overlapping `workspace`, `t` above a nonzero `journal_t_max`, zero or inconsistent counts, short or misaligned views,
 /// snapshots missing in SNAPSHOTS mode or given in another, `accepted` missing in JOURNAL mode,
 /// non-finite `eps` or `scale`, overflowing sizes, outputs overlapping inputs or each other);
 /// UNSUPPORTED (`d_state != 128`); ABI_MISMATCH (`struct_size` larger than this library
-/// knows); DEVICE_ERROR.
+/// knows); CAPTURE_ERROR (no `workspace` given, the engine's own too small, and the host is
+/// capturing the engine's stream itself); DEVICE_ERROR.
 #[no_mangle]
 pub unsafe extern "C" fn memra_gdn_verify(
     engine: *mut MemraEngine,
@@ -825,7 +833,9 @@ pub unsafe extern "C" fn memra_gdn_verify(
 
 /// The length in f32 elements of one sequence's journal for verifies of up to `t_max` rows of
 /// the given shape. A journal buffer of that length that is zero-filled is empty; its contents
-/// are otherwise the library's own (a header and the rows of the last verify).
+/// are otherwise the library's own (a header naming the shape, capacity and rows it holds, and
+/// two slots of `t_max` rows: the last verify's and the next one's). Pass the same `t_max` as
+/// `MemraVerifyArgs::journal_t_max`.
 ///
 /// Returns OK; INVALID_ARGUMENT (NULL `out_len`, zero or inconsistent counts, overflow);
 /// UNSUPPORTED (`d_state != 128`).
