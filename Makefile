@@ -113,7 +113,7 @@ test: deps-test $(TEST_TARGETS)
 # Every C and CUDA file of the tree, wherever it lies under these folders (abi/memra.h is
 # cbindgen's output and is checked against it instead). .clang-format is written for
 # clang-format 14, which is preferred when installed.
-FORMAT_FILES = $(sort $(shell find src kernels tests bench tools \( -name '*.c' -o -name '*.h' \
+FORMAT_FILES = $(sort $(shell find src kernels tests bench tools examples \( -name '*.c' -o -name '*.h' \
                               -o -name '*.cu' -o -name '*.cuh' \) -type f 2>/dev/null))
 CLANG_FORMAT ?= $(or $(shell command -v clang-format-14 2>/dev/null),clang-format)
 format:
