@@ -55,7 +55,8 @@ $(BENCH_OBJ): $(BUILD)/bench/obj/%.o: bench/%.c $(BENCH_HDR) $(BUILD)/.config
 
 $(BUILD)/bench/obj/main.o: $(BENCH_INFO)
 
-$(BENCH_BIN): $(BENCH_OBJ) $(SUPPORT_LIB) $(LIB_DEV)
+# The library first: under -j its CUDA objects, the slowest to build, start first.
+$(BENCH_BIN): $(LIB_DEV) $(BENCH_OBJ) $(SUPPORT_LIB)
 	$(CC) -o $@ $(BENCH_OBJ) $(SUPPORT_LIB) $(BENCH_LDLIBS) $(EXTRA_LDFLAGS)
 
 .PHONY: bench-build bench-plot bench-compare bench-test
