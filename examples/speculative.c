@@ -204,6 +204,33 @@ typedef struct Activations {
     MemraSliceMutF32 conv_outs, q_l2, k_l2, v_g, beta, g_log;
 } Activations;
 
+/* README excerpt: args */
+/* One description of a verify of this layer, which the verify, the rollback and the commit all
+ * read (each the fields it needs); the buffers of the mode are the caller's to add. */
+static MemraVerifyArgs layer_args(const Layer *l, MemraVerifyMode mode, MemraSliceU64 table)
+{
+    MemraVerifyArgs va;
+    CHECK(memra_verify_args_init(&va)); /* leaves eps and scale NaN: set them */
+    va.mode = mode;
+    va.num_k = NUM_K;
+    va.num_v = NUM_V;
+    va.d_conv = D_CONV;
+    va.t = T;            /* rows per sequence: the draft tokens plus one */
+    va.b_n = 1;          /* sequences */
+    va.eps = l->eps;     /* typically 1e-6 */
+    va.scale = l->scale; /* typically 1/sqrt(128) */
+    va.qkv = ro(l->qkv);
+    va.table = table;
+    va.w = l->w;
+    va.beta_raw = ro(l->beta_raw);
+    va.alpha = ro(l->alpha);
+    va.dt_bias = l->dt_bias;
+    va.a = l->a;
+    va.o = l->o;
+    return va;
+}
+/* README excerpt end */
+
 /* The same verify as memra_gdn_verify() in SNAPSHOTS mode, as the 1.0 packed program: one call
  * per kernel over all T rows (b_n = 1 sequence). */
 static void verify_three_calls(Layer *l, const Activations *x, MemraSliceU64 table,
@@ -240,57 +267,31 @@ static Result snapshots_loop(Layer *l, const float *state0, const float *ring0)
         CHECK(memra_alloc_f32(e, act_len[i], MEMRA_ALLOC_INIT_ZEROED, acts[i]));
     }
 
+    /* README excerpt: snapshots */
+    /* Table rows are [ring, canonical state, alternate state]; the snapshots hold the ring and
+     * the state after each row but the last. */
+    MemraVerifyArgs va = layer_args(l, MEMRA_VERIFY_MODE_SNAPSHOTS, table);
+    va.snap_conv = snap_conv;
+    va.snap_ssm = snap_ssm;
+    /* The rollback reads the same description plus the accepted count, which a SNAPSHOTS
+     * verify refuses (it has no use for one). */
+    MemraVerifyArgs rb = va;
+    rb.accepted = (MemraSliceU32){l->accepted.ptr, 1};
     uint64_t sum = 0xCBF29CE484222325ULL;
     for (int step = 0; step < STEPS; step++) {
         write_rows(l, step);
-        if (step % 2 == 1) {
+        if (step % 2 == 1)
             verify_three_calls(l, &x, table, snap_conv, snap_ssm);
-        } else {
-            /* README excerpt: snapshots */
-            MemraVerifyArgs va;
-            CHECK(memra_verify_args_init(&va)); /* leaves eps and scale NaN: set them */
-            va.mode = MEMRA_VERIFY_MODE_SNAPSHOTS;
-            va.num_k = NUM_K;
-            va.num_v = NUM_V;
-            va.d_conv = D_CONV;
-            va.t = T;
-            va.b_n = 1;
-            va.eps = l->eps;     /* typically 1e-6 */
-            va.scale = l->scale; /* typically 1/sqrt(128) */
-            va.qkv = ro(l->qkv);
-            va.table = table; /* [ring, canonical state, alternate state] */
-            va.w = l->w;
-            va.beta_raw = ro(l->beta_raw);
-            va.alpha = ro(l->alpha);
-            va.dt_bias = l->dt_bias;
-            va.a = l->a;
-            va.o = l->o;
-            va.snap_conv = snap_conv;
-            va.snap_ssm = snap_ssm;
+        else
             CHECK(memra_gdn_verify(e, &va));
-            /* README excerpt end */
-        }
         sum = read_outputs(l, sum);
-        /* README excerpt: rollback */
         /* The host decides how many rows to keep, writes the count into device memory and
          * rolls back there: the canonical state and the ring become those after row n - 1. */
         uint32_t n = accepted_per_step[step];
         CHECK(memra_htod_u32_into(e, (MemraSliceU32){&n, 1}, l->accepted));
-        MemraVerifyArgs rb;
-        CHECK(memra_verify_args_init(&rb));
-        rb.mode = MEMRA_VERIFY_MODE_SNAPSHOTS;
-        rb.num_k = NUM_K;
-        rb.num_v = NUM_V;
-        rb.d_conv = D_CONV;
-        rb.t = T;
-        rb.b_n = 1;
-        rb.table = table;
-        rb.snap_conv = snap_conv;
-        rb.snap_ssm = snap_ssm;
-        rb.accepted = (MemraSliceU32){l->accepted.ptr, 1};
         CHECK(memra_gdn_rollback(e, &rb));
-        /* README excerpt end */
     }
+    /* README excerpt end */
     Result r = finish(l, canonical, ring, sum);
     void *bufs[] = {ring.ptr,     canonical.ptr,     alternate.ptr,   snap_conv.ptr,
                     snap_ssm.ptr, (void *)table.ptr, x.conv_outs.ptr, x.q_l2.ptr,
@@ -312,25 +313,8 @@ static Result journal_loop(Layer *l, const float *state0, const float *ring0)
     CHECK(memra_gdn_journal_len(D_STATE, NUM_K, NUM_V, T, &journal_len));
     CHECK(memra_alloc_f32(e, journal_len, MEMRA_ALLOC_INIT_ZEROED, &journal));
     MemraSliceU64 table = make_table(e, ring.ptr, state.ptr, journal.ptr);
-    MemraVerifyArgs va;
-    CHECK(memra_verify_args_init(&va));
-    va.mode = MEMRA_VERIFY_MODE_JOURNAL;
-    va.num_k = NUM_K;
-    va.num_v = NUM_V;
-    va.d_conv = D_CONV;
-    va.t = T;
-    va.b_n = 1;
-    va.eps = l->eps;
-    va.scale = l->scale;
-    va.qkv = ro(l->qkv);
-    va.table = table;
-    va.w = l->w;
-    va.beta_raw = ro(l->beta_raw);
-    va.alpha = ro(l->alpha);
-    va.dt_bias = l->dt_bias;
-    va.a = l->a;
-    va.accepted = (MemraSliceU32){l->accepted.ptr, 1};
-    va.o = l->o;
+    MemraVerifyArgs va = layer_args(l, MEMRA_VERIFY_MODE_JOURNAL, table);
+    va.accepted = (MemraSliceU32){l->accepted.ptr, 1}; /* read when the verify executes */
 
     uint64_t sum = 0xCBF29CE484222325ULL;
     uint32_t n = 0; /* the first verify has nothing to fold */

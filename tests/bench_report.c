@@ -211,57 +211,47 @@ static const char *one_config(char *buf, size_t len, const char *variants, bool 
     return buf;
 }
 
-/* The regressions and improvements of `cur` against `base` at a 2% threshold, and the text. */
-static char *compare_configs(const char *base, const char *cur, bench_compare_summary *s)
-{
-    char b[1024], c[1024];
-    bench_run rb = load(one_config(b, sizeof b, base, false));
-    bench_run rc = load(one_config(c, sizeof c, cur, false));
-    char *text = compare_text(&rb, &rc, 0.02, s);
-    bench_run_free(&rb);
-    bench_run_free(&rc);
-    return text;
-}
+/* One packed-graph timing of a canned file: its JSON member. */
+#define PG(fields) "\"packed_graph\": {\"status\": \"ok\", " fields "}"
 
-Test(bench_compare, overlapping_ranges_are_no_regression_whatever_the_ratio)
-{
-    bench_compare_summary s;
-    /* 6% slower, past the threshold, but this run's fastest sample is inside the base's range. */
-    char *text = compare_configs("\"packed_graph\": {\"status\": \"ok\", \"median_us\": 100.0, "
-                                 "\"min_us\": 95.0, \"max_us\": 110.0}",
-                                 "\"packed_graph\": {\"status\": \"ok\", \"median_us\": 106.0, "
-                                 "\"min_us\": 104.0, \"max_us\": 112.0}",
-                                 &s);
-    cr_expect_eq(s.regressions, 0, "%s", text);
-    cr_expect_not_null(strstr(text, "1.060x "), "%s", text);
-    free(text);
-    /* The same medians with the ranges apart: a regression. */
-    text = compare_configs("\"packed_graph\": {\"status\": \"ok\", \"median_us\": 100.0, "
-                           "\"min_us\": 95.0, \"max_us\": 104.0}",
-                           "\"packed_graph\": {\"status\": \"ok\", \"median_us\": 106.0, "
-                           "\"min_us\": 104.5, \"max_us\": 112.0}",
-                           &s);
-    cr_expect_eq(s.regressions, 1, "%s", text);
-    cr_expect_not_null(strstr(text, "1.060x!"), "%s", text);
-    free(text);
-}
+/* A base and a run of one variant each, and what the comparison must say of them. */
+typedef struct range_case {
+    const char *why, *base, *cur;
+    size_t regressions;
+    const char *shows; /* a piece of the text, or NULL */
+} range_case;
 
-Test(bench_compare, spread_gives_the_range_without_min_and_max)
+static const range_case range_cases[] = {
+    {"6% slower, past the threshold, but this run's fastest sample is inside the base's range",
+     PG("\"median_us\": 100.0, \"min_us\": 95.0, \"max_us\": 110.0"),
+     PG("\"median_us\": 106.0, \"min_us\": 104.0, \"max_us\": 112.0"), 0, "1.060x "},
+    {"the same medians with the ranges apart",
+     PG("\"median_us\": 100.0, \"min_us\": 95.0, \"max_us\": 104.0"),
+     PG("\"median_us\": 106.0, \"min_us\": 104.5, \"max_us\": 112.0"), 1, "1.060x!"},
+    {"spreads only: the base spans 95..105, 104 +- 2% reaches down into it",
+     PG("\"median_us\": 100.0, \"spread\": 0.10"), PG("\"median_us\": 104.0, \"spread\": 0.04"), 0,
+     NULL},
+    {"spreads only: 108 +- 2% starts at 105.84, above the base's 105",
+     PG("\"median_us\": 100.0, \"spread\": 0.10"), PG("\"median_us\": 108.0, \"spread\": 0.04"), 1,
+     "base 95.00-105.00, this 105.84-110.16"},
+};
+
+Test(bench_compare, ranges_apart_decide_a_regression_not_the_ratio)
 {
-    bench_compare_summary s;
-    /* The base spans 95..105 (10% around 100); 104 +- 2% reaches down into it. */
-    char *text = compare_configs(
-        "\"packed_graph\": {\"status\": \"ok\", \"median_us\": 100.0, \"spread\": 0.10}",
-        "\"packed_graph\": {\"status\": \"ok\", \"median_us\": 104.0, \"spread\": 0.04}", &s);
-    cr_expect_eq(s.regressions, 0, "%s", text);
-    free(text);
-    /* 108 +- 2% starts at 105.84, above the base's 105. */
-    text = compare_configs(
-        "\"packed_graph\": {\"status\": \"ok\", \"median_us\": 100.0, \"spread\": 0.10}",
-        "\"packed_graph\": {\"status\": \"ok\", \"median_us\": 108.0, \"spread\": 0.04}", &s);
-    cr_expect_eq(s.regressions, 1, "%s", text);
-    cr_expect_not_null(strstr(text, "base 95.00-105.00, this 105.84-110.16"), "%s", text);
-    free(text);
+    for (size_t i = 0; i < sizeof range_cases / sizeof range_cases[0]; i++) {
+        const range_case *c = &range_cases[i];
+        char b[1024], t[1024];
+        bench_run rb = load(one_config(b, sizeof b, c->base, false));
+        bench_run rc = load(one_config(t, sizeof t, c->cur, false));
+        bench_compare_summary s;
+        char *text = compare_text(&rb, &rc, 0.02, &s);
+        cr_expect_eq(s.regressions, c->regressions, "%s:\n%s", c->why, text);
+        if (c->shows != NULL)
+            cr_expect_not_null(strstr(text, c->shows), "%s: no '%s'\n%s", c->why, c->shows, text);
+        free(text);
+        bench_run_free(&rb);
+        bench_run_free(&rc);
+    }
 }
 
 Test(bench_compare, noisy_marks_only_the_cells_not_flagged)

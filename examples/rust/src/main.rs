@@ -55,6 +55,9 @@ fn checksum(mut h: u64, v: &[f32]) -> u64 {
     h
 }
 
+/// What every fallible step returns: the facade's errors and the host's, boxed.
+type Res<T> = Result<T, Box<dyn Error>>;
+
 const FNV_BASIS: u64 = 0xCBF2_9CE4_8422_2325;
 
 /// The weights, the buffers the host writes each verify's rows into and the accepted count:
@@ -73,7 +76,7 @@ struct Layer {
 }
 
 impl Layer {
-    fn new(e: &Engine) -> Result<Layer, Box<dyn Error>> {
+    fn new(e: &Engine) -> Res<Layer> {
         // The pre-negated decay, -exp(A_log) in a checkpoint: negative.
         let a: Vec<f32> = fill(NUM_V, 3, 0.25).iter().map(|x| x - 0.5).collect();
         Ok(Layer {
@@ -90,7 +93,7 @@ impl Layer {
     }
 
     /// The new rows of verify `step`.
-    fn write_rows(&mut self, e: &Engine, step: u64) -> Result<(), Box<dyn Error>> {
+    fn write_rows(&mut self, e: &Engine, step: u64) -> Res<()> {
         e.htod_f32_into(&fill(T * CONV_DIM, 100 + 3 * step, 1.0), &mut self.qkv)?;
         e.htod_f32_into(&fill(T * NUM_V, 101 + 3 * step, 2.0), &mut self.beta_raw)?;
         e.htod_f32_into(&fill(T * NUM_V, 102 + 3 * step, 2.0), &mut self.alpha)?;
@@ -114,7 +117,7 @@ impl Layer {
 }
 
 /// The device addresses of one sequence's table row.
-fn table(e: &Engine, bufs: [&CudaSlice<f32>; 3]) -> Result<CudaSlice<u64>, Box<dyn Error>> {
+fn table(e: &Engine, bufs: [&CudaSlice<f32>; 3]) -> Res<CudaSlice<u64>> {
     let stream = e.stream();
     Ok(e.htod_u64(&bufs.map(|b| b.device_ptr(&stream).0))?)
 }
@@ -127,23 +130,13 @@ struct Outcome {
     ring: Vec<f32>,
 }
 
-fn outcome(
-    e: &Engine,
-    sum: u64,
-    state: &CudaSlice<f32>,
-    ring: &CudaSlice<f32>,
-) -> Result<Outcome, Box<dyn Error>> {
+fn outcome(e: &Engine, sum: u64, state: &CudaSlice<f32>, ring: &CudaSlice<f32>) -> Res<Outcome> {
     let (state, ring) = (e.dtoh(state)?, e.dtoh(ring)?);
     let sum = checksum(checksum(sum, &state), &ring);
     Ok(Outcome { sum, state, ring })
 }
 
-fn snapshots_loop(
-    e: &Engine,
-    l: &mut Layer,
-    state0: &[f32],
-    ring0: &[f32],
-) -> Result<Outcome, Box<dyn Error>> {
+fn snapshots_loop(e: &Engine, l: &mut Layer, state0: &[f32], ring0: &[f32]) -> Res<Outcome> {
     let ring = e.htod(ring0)?;
     let (canonical, alternate) = (e.htod(state0)?, e.zeros(STATE_LEN)?);
     let (mut snap_conv, mut snap_ssm) =
@@ -224,12 +217,7 @@ fn snapshots_loop(
     outcome(e, sum, &canonical, &ring)
 }
 
-fn journal_loop(
-    e: &Engine,
-    l: &mut Layer,
-    state0: &[f32],
-    ring0: &[f32],
-) -> Result<Outcome, Box<dyn Error>> {
+fn journal_loop(e: &Engine, l: &mut Layer, state0: &[f32], ring0: &[f32]) -> Res<Outcome> {
     let ring = e.htod(ring0)?;
     let state = e.htod(state0)?;
     // One journal per sequence, zero-filled: empty. Table rows are [ring, state, journal].
@@ -256,7 +244,7 @@ fn journal_loop(
     outcome(e, sum, &state, &ring)
 }
 
-fn run() -> Result<bool, Box<dyn Error>> {
+fn run() -> Res<bool> {
     let e = Engine::new(0)?;
     println!(
         "libmemra {} on {}: num_k={} num_v={} d_conv={}, {} verifies of {} rows",
