@@ -27,12 +27,56 @@ ifeq ($(origin CUDA),undefined)
 CUDA := $(if $(NVCC),1,0)
 endif
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
-# SASS for each listed architecture plus PTX for the newest, so newer GPUs JIT the PTX.
-CUDA_ARCHS ?= 80 89 90 100 120
+# SASS for each listed architecture plus PTX for the newest, so newer GPUs JIT the PTX. The
+# full list is the default of `make` and `make install` (a library to ship runs on every GPU
+# of the list) and is what CUDA_ARCHS=all asks for.
+CUDA_ARCHS_ALL := 80 89 90 100 120
+# `make bench` and `make test` need only what can run here, and nvcc's time grows with every
+# architecture (the verify kernel takes 20 s and more each): unless CUDA_ARCHS is given they
+# build for this machine's GPU (nvidia-smi's compute capability) or, with no GPU, only the PTX
+# of one architecture, since the CUDA code is then compiled but never run (and PTX skips the
+# slowest step, ptxas). A build folder that already holds the full fat binary is kept as it is.
+# The choice is exported, so that the sub-makes of the checks (the install round trips) build
+# the same objects.
+# Only when every goal runs here: a command that also builds to carry elsewhere (`make lib
+# test-c-build bench-build` for a GPU machine, kernels/cuda/NOTES.md) keeps the full list.
+MEMRA_QUICK_GOALS := bench bench-compare test test-c test-rust bench-test examples
+ifeq ($(CUDA_ARCHS),all)
+override CUDA_ARCHS := $(CUDA_ARCHS_ALL)
+endif
+ifeq ($(origin CUDA_ARCHS)$(CUDA),undefined1)
+ifeq ($(filter-out $(MEMRA_QUICK_GOALS),$(MAKECMDGOALS))$(if $(MAKECMDGOALS),,none),)
+memra_built_archs := $(shell sed -n 's/^CUDA=1 ARCHS=\([0-9 ]*\) SASS=\1 CC=.*/\1/p' \
+                                   $(BUILD)/.config 2>/dev/null)
+memra_gpu_arch := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+                          head -n 1 | tr -d ' .')
+ifeq ($(strip $(memra_built_archs)),$(CUDA_ARCHS_ALL))
+CUDA_ARCHS := $(CUDA_ARCHS_ALL)
+else ifneq ($(memra_gpu_arch),)
+CUDA_ARCHS := $(memra_gpu_arch)
+memra_arch_note := CUDA code built for this machine's GPU only (sm_$(memra_gpu_arch)); CUDA_ARCHS=all builds every architecture
+else
+CUDA_ARCHS := 90
+CUDA_SASS_ARCHS :=
+memra_arch_note := no GPU here (nvidia-smi finds none): the CUDA code is built (PTX for compute_90 only) but cannot run here, the CPU backend runs everything; CUDA_ARCHS=all builds every architecture, CUDA=0 none
+endif
+endif
+endif
+CUDA_ARCHS ?= $(CUDA_ARCHS_ALL)
+# The architectures that get SASS (all of CUDA_ARCHS unless set apart, as above); the newest of
+# CUDA_ARCHS always gets PTX too.
+CUDA_SASS_ARCHS ?= $(CUDA_ARCHS)
+export CUDA_ARCHS CUDA_SASS_ARCHS
+ifneq ($(memra_arch_note),)
+ifeq ($(MAKELEVEL),0)
+$(info make: $(memra_arch_note))
+endif
+endif
 CUDA_NEWEST := $(lastword $(CUDA_ARCHS))
-NVCC_GENCODE := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+NVCC_GENCODE := $(foreach a,$(CUDA_SASS_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
                 -gencode=arch=compute_$(CUDA_NEWEST),code=compute_$(CUDA_NEWEST)
 
+comma := ,
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 CPPFLAGS_LIB := -Iabi -Isrc -Ikernels -D_GNU_SOURCE
 # -ffp-contract=off: the CPU reference fuses a multiply-add only where it writes fmaf(): the
@@ -45,7 +89,8 @@ LDFLAGS_LIB := -shared -Wl,-soname,libmemra.so.$(VERSION_MAJOR) \
 LDLIBS_LIB := -lm -lpthread
 
 SRC_C := $(wildcard src/*.c) $(wildcard kernels/cpu/*.c)
-SRC_CU := $(wildcard kernels/cuda/*.cu)
+# Largest first: under -j (as `make bench` builds) the longest nvcc run then starts first.
+SRC_CU := $(shell ls -S kernels/cuda/*.cu 2>/dev/null)
 ifeq ($(CUDA),1)
 CPPFLAGS_LIB += -DMEMRA_WITH_CUDA=1 -I$(CUDA_HOME)/include
 # The CUDA runtime is linked statically: libmemra.so must load on a machine without CUDA.
@@ -73,19 +118,22 @@ $(BUILD)/obj/kernels/cpu/%.o: kernels/cpu/%.c $(HEADERS) $(BUILD)/.config
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS_LIB) $(CFLAGS_LIB) -O3 -c $< -o $@
 
+# nvcc takes seconds to a minute and a half per file; the line says what the wait is for.
 $(BUILD)/obj/%.o: %.cu $(HEADERS) $(BUILD)/.config
 	@mkdir -p $(dir $@)
+	@echo "nvcc: compiling $< ($(if $(strip $(CUDA_SASS_ARCHS)),sm_$(subst $() ,$(comma)sm_,$(strip $(CUDA_SASS_ARCHS))) and )PTX for compute_$(CUDA_NEWEST)): seconds to a minute or more per architecture"
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 # Rebuild everything when the configuration (CUDA on/off, architectures, flags) changes.
 $(BUILD)/.config: FORCE
 	@mkdir -p $(BUILD)
-	@echo "CUDA=$(CUDA) ARCHS=$(CUDA_ARCHS) CC=$(CC) $(EXTRA_CFLAGS) $(EXTRA_NVCCFLAGS) $(EXTRA_LDFLAGS)" > $@.new
+	@echo "CUDA=$(CUDA) ARCHS=$(CUDA_ARCHS) SASS=$(CUDA_SASS_ARCHS) CC=$(CC) $(EXTRA_CFLAGS) $(EXTRA_NVCCFLAGS) $(EXTRA_LDFLAGS)" > $@.new
 	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
 .PHONY: FORCE
 FORCE:
 
-$(LIB_REAL): $(OBJ_C) $(OBJ_CU) abi/libmemra.map
+# The CUDA objects first: under -j (as `make bench` builds), the slowest compiles start first.
+$(LIB_REAL): $(OBJ_CU) $(OBJ_C) abi/libmemra.map
 	$(CC) $(LDFLAGS_LIB) -o $@ $(OBJ_C) $(OBJ_CU) $(LDLIBS_LIB)
 
 $(LIB_SONAME): $(LIB_REAL)
@@ -113,7 +161,7 @@ test: deps-test $(TEST_TARGETS)
 # Every C and CUDA file of the tree, wherever it lies under these folders (abi/memra.h is
 # cbindgen's output and is checked against it instead). .clang-format is written for
 # clang-format 14, which is preferred when installed.
-FORMAT_FILES = $(sort $(shell find src kernels tests bench tools \( -name '*.c' -o -name '*.h' \
+FORMAT_FILES = $(sort $(shell find src kernels tests bench tools examples \( -name '*.c' -o -name '*.h' \
                               -o -name '*.cu' -o -name '*.cuh' \) -type f 2>/dev/null))
 CLANG_FORMAT ?= $(or $(shell command -v clang-format-14 2>/dev/null),clang-format)
 format:

@@ -7,8 +7,9 @@
 #   installed PREFIX LISTING LIBRARY VERSION WORKDIR
 #                             exactly the five files were added under PREFIX (lib/, include/,
 #                             lib/pkgconfig/), with the right contents and links; then build
-#                             tests/abi_consumer.c with only `pkg-config --cflags --libs memra`,
-#                             check it links to libmemra.so.MAJOR of that prefix, and run it
+#                             tests/abi_consumer.c with only `pkg-config --cflags --libs memra`
+#                             and memra.pc's `rpath` flag, check it links to libmemra.so.MAJOR
+#                             of that prefix, and run it without LD_LIBRARY_PATH
 #   staged    DESTDIR PREFIX LISTING LIBRARY VERSION
 #                             a DESTDIR install put the same five files under DESTDIR/PREFIX and
 #                             its memra.pc names PREFIX, not DESTDIR
@@ -104,18 +105,29 @@ installed)
         esac
     done
 
+    # The run path flag memra.pc offers, which `make install` names for such a prefix.
+    rpath=$("$pkg_config" --variable=rpath memra)
+    [ "$rpath" = "-Wl,-rpath,$libdir" ] ||
+        die "memra.pc: rpath is '$rpath', expected -Wl,-rpath,$libdir"
+    hint=$(abi/loader-hint.sh "$libdir")
+    case $hint in
+    *"-Wl,-rpath,$libdir"*) ;;
+    *) die "abi/loader-hint.sh $libdir does not name the run path flag: $hint" ;;
+    esac
+
     mkdir -p "$work"
     # shellcheck disable=SC2086 # $cc and $flags are word lists
-    $cc -std=c11 -Wall -Wextra -Werror -pedantic tests/abi_consumer.c $flags -lm \
+    $cc -std=c11 -Wall -Wextra -Werror -pedantic tests/abi_consumer.c $flags $rpath -lm \
         -o "$work/abi_consumer"
     needed=$(readelf -d "$work/abi_consumer" | sed -n 's/.*(NEEDED).*\[\(libmemra[^]]*\)\]$/\1/p')
     [ "$needed" = "libmemra.so.$major" ] ||
         die "the consumer needs '$needed', expected libmemra.so.$major (the SONAME)"
-    resolved=$(LD_LIBRARY_PATH=$libdir ldd "$work/abi_consumer" |
+    # No LD_LIBRARY_PATH: the consumer must find the library the way a user's program does.
+    resolved=$(env -u LD_LIBRARY_PATH ldd "$work/abi_consumer" |
         sed -n "s/^[[:space:]]*libmemra.so.$major => \([^ ]*\) .*/\1/p")
     [ "$resolved" = "$libdir/libmemra.so.$major" ] ||
         die "the consumer loads libmemra from '$resolved', expected $libdir/libmemra.so.$major"
-    LD_LIBRARY_PATH=$libdir "$work/abi_consumer" || die "the consumer failed (status $?)"
+    env -u LD_LIBRARY_PATH "$work/abi_consumer" || die "the consumer failed (status $?)"
     ;;
 staged)
     [ $# -eq 6 ] || die "usage: $0 staged DESTDIR PREFIX LISTING LIBRARY VERSION"

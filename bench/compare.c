@@ -3,13 +3,16 @@
  * prints, per configuration and variant, this run's median time over the base's, with a
  * geometric mean per variant and over everything.
  *
- * A slower time is flagged as a regression only when it lies beyond both runs' spread: this
- * run's fastest sample is slower than the base's slowest, i.e. the medians are further apart
- * than the base's upper half-range plus this run's lower half-range. Noise inside one run can
- * then not flag anything, however large the ratio looks. On top of that the slowdown must
- * exceed a threshold (--threshold, 2% by default): two runs on one machine drift by about a
- * percent (clocks, temperature) in ways neither run's own spread shows. A variant that was
- * timed in the base and FAILED in this run is a regression too.
+ * A slower time is flagged as a regression only when the two runs' ranges do not overlap:
+ * this run's fastest sample is slower than the base's slowest, i.e. the medians are further
+ * apart than the base's upper half-range plus this run's lower half-range (a file without
+ * min and max gives its range as the spread around the median). Noise inside one run can
+ * then not flag anything, however large the ratio looks. That holds in a noisy configuration
+ * too: its wide ranges already make a flag rarer, so a cell whose ranges are apart shows '!'
+ * (or '+') there, and '~' marks only the noisy configuration's other cells. On top of that the
+ * slowdown must exceed a threshold (--threshold, 2% by default): two runs on one machine drift
+ * by about a percent (clocks, temperature) in ways neither run's own spread shows. A variant
+ * that was timed in the base and FAILED in this run is a regression too.
  */
 #include <errno.h>
 #include <math.h>
@@ -76,14 +79,23 @@ static void load_variant(const bj_value *jv, bool config_ok, bench_run_variant *
     if (!out->ok)
         return;
     out->med_us = bj_num(jv, "median_us", -1.0);
-    out->min_us = bj_num(jv, "min_us", out->med_us);
-    out->max_us = bj_num(jv, "max_us", out->med_us);
     if (out->med_us <= 0.0) {
         out->ok = false;
         copy_str(out->failure, sizeof out->failure, "no median in the file");
         return;
     }
-    out->spread = bj_num(jv, "spread", (out->max_us - out->min_us) / out->med_us);
+    /* The range of the samples. A file that gives only the spread ((max - min) / median) has a
+     * range of that width, taken as centred on the median since the file does not say more;
+     * with neither, the range is the median alone. */
+    if (bj_get(jv, "min_us") != NULL && bj_get(jv, "max_us") != NULL) {
+        out->min_us = bj_num(jv, "min_us", out->med_us);
+        out->max_us = bj_num(jv, "max_us", out->med_us);
+        out->spread = bj_num(jv, "spread", (out->max_us - out->min_us) / out->med_us);
+    } else {
+        out->spread = bj_num(jv, "spread", 0.0);
+        out->min_us = out->med_us * (1.0 - out->spread / 2.0);
+        out->max_us = out->med_us * (1.0 + out->spread / 2.0);
+    }
 }
 
 int bench_run_parse(const char *text, const char *what, bench_run *out)
@@ -251,10 +263,13 @@ void bench_compare(FILE *f, const bench_run *base, const bench_run *cur,
         fprintf(f, "  note: CPU backend: its times, and so these ratios, are for functional "
                    "comparison only\n");
     fprintf(f,
-            "  ratio = this / base (below 1: faster). '!' slower beyond both runs' spread and by "
-            "more than %.1f%% (a regression),\n"
-            "  '+' faster by the same rule, '~' noisy configuration in either run, FAILED: not "
-            "timed in this run, '-': not in both\n",
+            "  ratio = this / base (below 1: faster). '!' slower with the two runs' ranges apart "
+            "(this run's fastest sample\n"
+            "  slower than the base's slowest) and by more than %.1f%% (a regression), '+' "
+            "faster by the same rule; '~' in a\n"
+            "  configuration noisy in either run, for the cells that are neither ('!' and '+' "
+            "win); FAILED: not timed in\n"
+            "  this run, '-': not in both\n",
             100.0 * opts->threshold);
     header_line(f);
 

@@ -7,7 +7,9 @@
 #   make abi-exports     exported symbols == header functions; versions, file name, SONAME agree
 #   make abi-check       abidiff against abi/baseline/ with abi/abi.supp
 #   make abi-baseline    rewrite abi/baseline/ from this build (a deliberate minor release only)
-#   make install PREFIX=/usr/local [DESTDIR=...] / make uninstall (same variables)
+#   make install PREFIX=/usr/local [DESTDIR=...] / make uninstall (same variables); without
+#                        DESTDIR, install ends with the line that makes programs find the
+#                        library (abi/loader-hint.sh: ldconfig, or the run path flag)
 #   make abi-install-check   install into a temporary prefix, build and run tests/abi_consumer.c
 #                            with pkg-config, uninstall, check nothing is left
 #
@@ -93,6 +95,8 @@ install: lib
 	    -e 's|@INCLUDEDIR@|$(call ABI_PC_PATH,$(INCLUDEDIR))|' -e 's|@VERSION@|$(VERSION)|' \
 	    memra.pc.in > '$(DESTDIR)$(PKGCONFIGDIR)/memra.pc'
 	chmod 0644 '$(DESTDIR)$(PKGCONFIGDIR)/memra.pc'
+	@# A staged (DESTDIR) install is a package's payload: its installer runs ldconfig.
+	@$(if $(DESTDIR),:,abi/loader-hint.sh '$(LIBDIR)')
 
 uninstall:
 	rm -f '$(DESTDIR)$(LIBDIR)/libmemra.so.$(VERSION)' \

@@ -55,7 +55,8 @@ $(BENCH_OBJ): $(BUILD)/bench/obj/%.o: bench/%.c $(BENCH_HDR) $(BUILD)/.config
 
 $(BUILD)/bench/obj/main.o: $(BENCH_INFO)
 
-$(BENCH_BIN): $(BENCH_OBJ) $(SUPPORT_LIB) $(LIB_DEV)
+# The library first: under -j its CUDA objects, the slowest to build, start first.
+$(BENCH_BIN): $(LIB_DEV) $(BENCH_OBJ) $(SUPPORT_LIB)
 	$(CC) -o $@ $(BENCH_OBJ) $(SUPPORT_LIB) $(BENCH_LDLIBS) $(EXTRA_LDFLAGS)
 
 .PHONY: bench-build bench-plot bench-compare bench-test
@@ -63,7 +64,11 @@ bench-build: $(BENCH_BIN)
 
 # The plot is drawn even when some configuration FAILED (its points are missing), and the
 # bench's exit status is kept; a setup failure (status 2) leaves no results to plot.
-bench: deps-bench $(BENCH_BIN)
+# The build runs BENCH_JOBS compiles at a time (default: one per CPU), since a first build is
+# mostly waiting for nvcc, and `make bench` is the first command a newcomer runs.
+BENCH_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+bench: deps-bench
+	@$(MAKE) --no-print-directory -j$(BENCH_JOBS) bench-build
 	@rc=0; $(BENCH_BIN) --out '$(BENCH_OUT)' \
 	    $(if $(filter 1,$(QUICK)),--quick) $(BENCH_ARGS) || rc=$$?; \
 	if [ $$rc -le 1 ]; then sh bench/plot.sh '$(BENCH_OUT)' || rc=1; fi; exit $$rc
@@ -73,10 +78,11 @@ bench-plot:
 
 BENCH_COMPARE_ARGS = --compare '$(BASE)' $(if $(filter 1,$(FAIL_ON_REGRESSION)),--fail-on-regression) \
                      $(if $(THRESHOLD),--threshold '$(THRESHOLD)')
-bench-compare: deps-bench $(BENCH_BIN)
+bench-compare: deps-bench
 	@if [ -z '$(BASE)' ]; then \
 	    echo 'make bench-compare: set BASE=path/to/bench.json (and NEW=... to compare two files)' >&2; \
 	    exit 2; fi
+	@$(MAKE) --no-print-directory -j$(BENCH_JOBS) bench-build
 ifneq ($(NEW),)
 	$(BENCH_BIN) $(BENCH_COMPARE_ARGS) --against '$(NEW)'
 else

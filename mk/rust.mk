@@ -125,8 +125,9 @@ rust-gpu-bundle: lib rust-check-cargo
 # A user's crate against an installed libmemra, as README's Rust section writes it: `make install`
 # into a temporary prefix, a crate whose Cargo.toml names only the two bindings crates, built with
 # MEMRA_LIB_DIR unset so that memra-sys finds the library through pkg-config (PKG_CONFIG_PATH, as
-# for any prefix pkg-config does not search by default), and with the run path the README gives
-# for such a prefix. The binary then runs with no LD_LIBRARY_PATH, and ldd must resolve
+# for any prefix pkg-config does not search by default), first without RUSTFLAGS (memra-sys must
+# then warn with the RUSTFLAGS line for the prefix), then with the run path memra.pc offers
+# (`pkg-config --variable=rpath memra`, and no warning). The binary then runs with no LD_LIBRARY_PATH, and ldd must resolve
 # libmemra.so.1 to the installed copy, not to the build folder. Uninstalled afterwards.
 RUST_INST := $(abspath $(BUILD))/rust-install
 RUST_INST_PREFIX := $(RUST_INST)/prefix
@@ -143,11 +144,22 @@ rust-install-check: lib rust-check-cargo
 	sed 's|@BINDINGS@|$(abspath $(RUST_DIR))|' $(RUST_APP_TEMPLATE)/Cargo.toml.in \
 	  > '$(RUST_INST)/app/Cargo.toml'
 	cp $(RUST_APP_TEMPLATE)/src/main.rs '$(RUST_INST)/app/src/main.rs'
+	@# Without RUSTFLAGS the build succeeds, and memra-sys must say which line makes it run.
+	cd '$(RUST_INST)/app' && env -u MEMRA_LIB_DIR -u LD_LIBRARY_PATH -u RUSTFLAGS \
+	  PATH="$(dir $(CARGO)):$$PATH" PKG_CONFIG_PATH='$(RUST_INST_PC)' \
+	  CARGO_TARGET_DIR='$(RUST_INST)/target-plain' $(CARGO) build --offline \
+	  2> '$(RUST_INST)/plain-build.log' || { cat '$(RUST_INST)/plain-build.log'; exit 1; }
+	@grep -qF 'RUSTFLAGS="-C link-arg=-Wl,-rpath,$(RUST_INST_PREFIX)/lib"' \
+	  '$(RUST_INST)/plain-build.log' || { cat '$(RUST_INST)/plain-build.log'; \
+	  echo "rust-install-check: memra-sys printed no RUSTFLAGS line for the prefix" >&2; exit 1; }
 	cd '$(RUST_INST)/app' && env -u MEMRA_LIB_DIR -u LD_LIBRARY_PATH PATH="$(dir $(CARGO)):$$PATH" \
 	  PKG_CONFIG_PATH='$(RUST_INST_PC)' CARGO_TARGET_DIR='$(RUST_INST)/target' \
-	  RUSTFLAGS="-C link-arg=-Wl,-rpath,$$(PKG_CONFIG_PATH='$(RUST_INST_PC)' \
-	             $(PKG_CONFIG) --variable=libdir memra)" \
-	  $(CARGO) build --offline -q
+	  RUSTFLAGS="-C link-arg=$$(PKG_CONFIG_PATH='$(RUST_INST_PC)' \
+	             $(PKG_CONFIG) --variable=rpath memra)" \
+	  $(CARGO) build --offline 2> '$(RUST_INST)/build.log' || \
+	  { cat '$(RUST_INST)/build.log'; exit 1; }
+	@! grep -q 'RUSTFLAGS=' '$(RUST_INST)/build.log' || { cat '$(RUST_INST)/build.log'; \
+	  echo "rust-install-check: memra-sys warned although RUSTFLAGS give the run path" >&2; exit 1; }
 	@ldd '$(RUST_APP)' | grep -q \
 	  'libmemra.so.$(VERSION_MAJOR) => $(RUST_INST_PREFIX)/lib/libmemra.so.$(VERSION_MAJOR) ' || \
 	  { ldd '$(RUST_APP)' >&2; \

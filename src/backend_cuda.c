@@ -26,6 +26,8 @@
 #ifdef MEMRA_WITH_CUDA
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
 typedef struct cuda_engine {
     int device;
@@ -138,15 +140,127 @@ static MemraStatus enter(memra__device *d)
     return err == cudaSuccess ? MEMRA_STATUS_OK : report(d, err, false, "cudaSetDevice");
 }
 
-/* Engine creation cannot have a fault to record yet: a failure there means the device is not
- * usable (NO_DEVICE), except for running out of memory. */
+/* Whether the NVIDIA driver's user-space library can be loaded, which is what the runtime
+ * needs first (it opens libcuda.so.1 on its first call). */
+static bool driver_loadable(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (h == NULL)
+        return false;
+    dlclose(h);
+    return true;
+}
+
+/* Whether the driver's kernel module made its device nodes: present with the driver installed
+ * and loaded, even in a container that lacks the user-space library. */
+static bool device_nodes_present(void)
+{
+    return access("/dev/nvidiactl", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0;
+}
+
+/*
+ * MEMRA_CUDA_SIMULATE_INIT_ERROR=CODE[,driver|,no-driver] makes engine creation fail as if its
+ * first CUDA call had returned the cudaError_t CODE, with the driver found or not as the suffix
+ * says (probed as usual without one). It exists so that the tests can check the message of
+ * every cause of NO_DEVICE on any machine; returns cudaSuccess when the variable is unset.
+ */
+static cudaError_t simulated_init_error(int *driver)
+{
+    const char *env = getenv("MEMRA_CUDA_SIMULATE_INIT_ERROR");
+    char *end = NULL;
+    if (env == NULL || env[0] == '\0')
+        return cudaSuccess;
+    long code = strtol(env, &end, 10);
+    if (strcmp(end, ",driver") == 0)
+        *driver = 1;
+    else if (strcmp(end, ",no-driver") == 0)
+        *driver = 0;
+    return code > 0 ? (cudaError_t)code : cudaSuccess;
+}
+
+/*
+ * Engine creation cannot have a fault to record yet: a failure there means the device is not
+ * usable (NO_DEVICE), except for running out of memory. The message names the cause a user can
+ * act on and what to do, since the runtime's own words mislead here: with no driver at all it
+ * says "CUDA driver version is insufficient", which reads as "upgrade the driver". `driver` is
+ * 1 or 0 when the caller knows whether the driver is installed, -1 to probe it.
+ */
+static MemraStatus init_failure_as(cudaError_t err, const char *call, int driver)
+{
+    const char *cpu = "the CPU backend (MEMRA_BACKEND_CPU, or MEMRA_BACKEND=cpu under AUTO) "
+                      "needs no GPU";
+    (void)cudaGetLastError();
+    if (err == cudaErrorMemoryAllocation)
+        return memra__fail(MEMRA_STATUS_OUT_OF_MEMORY, CUDA_FN, "%s failed: %s (%s)", call,
+                           cudaGetErrorName(err), cudaGetErrorString(err));
+    if (driver < 0)
+        driver = driver_loadable();
+    if (!driver && (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+                    err == cudaErrorUnknown || err == cudaErrorInitializationError)) {
+        return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN,
+                           "no usable CUDA device: no NVIDIA driver is installed (libcuda.so.1 "
+                           "cannot be loaded; %s) [%s: %s]: install the NVIDIA driver to use a "
+                           "GPU; %s",
+                           device_nodes_present() ? "the /dev/nvidia* device nodes exist, so "
+                                                    "the library is missing from the loader's "
+                                                    "path"
+                                                  : "no /dev/nvidia* device nodes",
+                           call, cudaGetErrorName(err), cpu);
+    }
+    if (err == cudaErrorInsufficientDriver) {
+        int version = 0;
+        (void)cudaDriverGetVersion(&version);
+        char has[48] = "";
+        if (version > 0)
+            snprintf(has, sizeof has, " (it supports CUDA %d.%d)", version / 1000,
+                     version % 1000 / 10);
+        return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN,
+                           "no usable CUDA device: the NVIDIA driver is too old for the CUDA "
+                           "%d.%d runtime libmemra was built with%s [%s: %s]: install a driver "
+                           "for CUDA %d.%d or newer, or build libmemra with an older CUDA "
+                           "toolkit",
+                           CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, has, call,
+                           cudaGetErrorName(err), CUDART_VERSION / 1000,
+                           CUDART_VERSION % 1000 / 10);
+    }
+    if (err == cudaErrorNoDevice) {
+        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+        char why[160];
+        if (visible != NULL)
+            snprintf(why, sizeof why,
+                     "CUDA_VISIBLE_DEVICES='%.64s' may hide every device: "
+                     "unset it or list a device in it",
+                     visible);
+        else
+            snprintf(why, sizeof why, "check that `nvidia-smi` lists a GPU");
+        return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN,
+                           "no usable CUDA device: the NVIDIA driver is installed but reports "
+                           "no CUDA device [%s: %s]: %s; %s",
+                           call, cudaGetErrorName(err), why, cpu);
+    }
+    if (err == cudaErrorDevicesUnavailable) {
+        return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN,
+                           "no usable CUDA device: the device is busy or unavailable (compute "
+                           "mode EXCLUSIVE_PROCESS held by another process, or PROHIBITED) "
+                           "[%s: %s]: see `nvidia-smi -q -d COMPUTE`, wait for the other "
+                           "process, set the compute mode to DEFAULT or choose another "
+                           "device_ordinal",
+                           call, cudaGetErrorName(err));
+    }
+    if (err == cudaErrorSystemDriverMismatch) {
+        return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN,
+                           "no usable CUDA device: the NVIDIA driver's library and its kernel "
+                           "module are of different versions [%s: %s]: reboot, or reload the "
+                           "nvidia kernel module, after a driver update",
+                           call, cudaGetErrorName(err));
+    }
+    return memra__fail(MEMRA_STATUS_NO_DEVICE, CUDA_FN, "no usable CUDA device: %s failed: %s (%s)",
+                       call, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
 static MemraStatus init_failure(cudaError_t err, const char *call)
 {
-    (void)cudaGetLastError();
-    return memra__fail(err == cudaErrorMemoryAllocation ? MEMRA_STATUS_OUT_OF_MEMORY
-                                                        : MEMRA_STATUS_NO_DEVICE,
-                       CUDA_FN, "no usable CUDA device: %s failed: %s (%s)", call,
-                       cudaGetErrorName(err), cudaGetErrorString(err));
+    return init_failure_as(err, call, -1);
 }
 
 /* A zeroed device buffer of `words` u32, zeroed on the side stream and waited for. */
@@ -208,6 +322,10 @@ static MemraStatus cuda_engine_init(MemraEngine *engine, const MemraEngineOption
     cudaError_t err;
 
     /* No driver, a driver too old for this runtime, or no device all fail here. */
+    int simulated_driver = -1;
+    err = simulated_init_error(&simulated_driver);
+    if (err != cudaSuccess)
+        return init_failure_as(err, "cudaGetDeviceCount", simulated_driver);
     err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess)
         return init_failure(err, "cudaGetDeviceCount");

@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,95 @@ Test(bench_compare, threshold_decides_a_small_slowdown)
     free(text);
     bench_run_free(&ra);
     bench_run_free(&rb);
+}
+
+/* A bench.json of one configuration, small T=1 B=1, whose variants are `variants` (JSON members)
+ * and whose noisy flag is `noisy`, in `buf`. */
+static const char *one_config(char *buf, size_t len, const char *variants, bool noisy)
+{
+    int n = snprintf(buf, len,
+                     "{\"tool\": \"memra_bench\", \"schema_version\": 2, \"results\": ["
+                     "{\"shape\": \"small\", \"t\": 1, \"b\": 1, \"status\": \"ok\", "
+                     "\"noisy\": %s, \"variants\": {%s}}]}",
+                     noisy ? "true" : "false", variants);
+    cr_assert(n > 0 && (size_t)n < len);
+    return buf;
+}
+
+/* One packed-graph timing of a canned file: its JSON member. */
+#define PG(fields) "\"packed_graph\": {\"status\": \"ok\", " fields "}"
+
+/* A base and a run of one variant each, and what the comparison must say of them. */
+typedef struct range_case {
+    const char *why, *base, *cur;
+    size_t regressions;
+    const char *shows; /* a piece of the text, or NULL */
+} range_case;
+
+static const range_case range_cases[] = {
+    {"6% slower, past the threshold, but this run's fastest sample is inside the base's range",
+     PG("\"median_us\": 100.0, \"min_us\": 95.0, \"max_us\": 110.0"),
+     PG("\"median_us\": 106.0, \"min_us\": 104.0, \"max_us\": 112.0"), 0, "1.060x "},
+    {"the same medians with the ranges apart",
+     PG("\"median_us\": 100.0, \"min_us\": 95.0, \"max_us\": 104.0"),
+     PG("\"median_us\": 106.0, \"min_us\": 104.5, \"max_us\": 112.0"), 1, "1.060x!"},
+    {"spreads only: the base spans 95..105, 104 +- 2% reaches down into it",
+     PG("\"median_us\": 100.0, \"spread\": 0.10"), PG("\"median_us\": 104.0, \"spread\": 0.04"), 0,
+     NULL},
+    {"spreads only: 108 +- 2% starts at 105.84, above the base's 105",
+     PG("\"median_us\": 100.0, \"spread\": 0.10"), PG("\"median_us\": 108.0, \"spread\": 0.04"), 1,
+     "base 95.00-105.00, this 105.84-110.16"},
+};
+
+Test(bench_compare, ranges_apart_decide_a_regression_not_the_ratio)
+{
+    for (size_t i = 0; i < sizeof range_cases / sizeof range_cases[0]; i++) {
+        const range_case *c = &range_cases[i];
+        char b[1024], t[1024];
+        bench_run rb = load(one_config(b, sizeof b, c->base, false));
+        bench_run rc = load(one_config(t, sizeof t, c->cur, false));
+        bench_compare_summary s;
+        char *text = compare_text(&rb, &rc, 0.02, &s);
+        cr_expect_eq(s.regressions, c->regressions, "%s:\n%s", c->why, text);
+        if (c->shows != NULL)
+            cr_expect_not_null(strstr(text, c->shows), "%s: no '%s'\n%s", c->why, c->shows, text);
+        free(text);
+        bench_run_free(&rb);
+        bench_run_free(&rc);
+    }
+}
+
+Test(bench_compare, noisy_marks_only_the_cells_not_flagged)
+{
+    /* A noisy configuration (in this run): packed-graph's ranges are apart (a regression, '!'),
+     * row-graph's overlap ('~'), fused is faster with its range below the base's ('+'). */
+    char b[1024], c[1024];
+    bench_run rb = load(one_config(
+        b, sizeof b,
+        "\"row_graph\": {\"status\": \"ok\", \"median_us\": 50.0, \"min_us\": 45.0, "
+        "\"max_us\": 70.0}, \"packed_graph\": {\"status\": \"ok\", \"median_us\": 20.0, "
+        "\"min_us\": 19.5, \"max_us\": 20.5}, \"fused\": {\"status\": \"ok\", \"median_us\": "
+        "30.0, \"min_us\": 29.0, \"max_us\": 31.0}",
+        false));
+    bench_run rc = load(one_config(
+        c, sizeof c,
+        "\"row_graph\": {\"status\": \"ok\", \"median_us\": 60.0, \"min_us\": 55.0, "
+        "\"max_us\": 80.0}, \"packed_graph\": {\"status\": \"ok\", \"median_us\": 24.0, "
+        "\"min_us\": 23.0, \"max_us\": 30.0}, \"fused\": {\"status\": \"ok\", \"median_us\": "
+        "25.0, \"min_us\": 24.0, \"max_us\": 26.0}",
+        true));
+    bench_compare_summary s;
+    char *text = compare_text(&rb, &rc, 0.02, &s);
+    cr_expect_eq(s.regressions, 1, "%s", text);
+    cr_expect_eq(s.improvements, 1, "%s", text);
+    cr_expect_eq(s.noisy, 1, "%s", text);
+    cr_expect_not_null(strstr(text, "1.200x~"), "row-graph overlaps: noisy mark\n%s", text);
+    cr_expect_not_null(strstr(text, "1.200x!"), "packed-graph apart: flagged\n%s", text);
+    cr_expect_not_null(strstr(text, "0.833x+"), "fused apart: flagged\n%s", text);
+    cr_expect_not_null(strstr(text, "  noisy\n"), "the row's note says noisy\n%s", text);
+    free(text);
+    bench_run_free(&rb);
+    bench_run_free(&rc);
 }
 
 Test(bench_compare, reads_a_schema_1_file)

@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
@@ -366,6 +367,98 @@ Test(engine, explicit_cuda_without_device_is_no_device)
     cr_assert_eq(setenv("MEMRA_BACKEND", "cpu", 1), 0);
     cr_assert_eq(eg_create_backend(&opt, &b), MEMRA_STATUS_NO_DEVICE,
                  "explicit CUDA under MEMRA_BACKEND=cpu did not stay CUDA");
+}
+
+/* The message of an explicit CUDA engine's NO_DEVICE, with MEMRA_CUDA_SIMULATE_INIT_ERROR set
+ * to `simulate` (NULL: the machine's own cause), or NULL when the library has no CUDA backend
+ * to ask. */
+static const char *eg_no_device_message(const char *simulate)
+{
+    if (simulate != NULL)
+        cr_assert_eq(setenv("MEMRA_CUDA_SIMULATE_INIT_ERROR", simulate, 1), 0);
+    MemraEngineOptions opt = eg_options(MEMRA_BACKEND_CUDA, 0);
+    MemraBackend b = MEMRA_BACKEND_AUTO;
+    MemraStatus st = eg_create_backend(&opt, &b);
+    if (st == MEMRA_STATUS_NO_DEVICE && strstr(memra_last_error_message(), "without CUDA"))
+        return NULL;
+    cr_assert_eq(st, MEMRA_STATUS_NO_DEVICE, "CUDA engine with %s gave %s (backend %u)",
+                 simulate ? simulate : "no device", memra_status_string(st), b);
+    return memra_last_error_message();
+}
+
+/* Every piece of `want` (NULL-terminated) is in the message. */
+static void eg_message_has(const char *msg, const char *const *want)
+{
+    for (size_t i = 0; want[i] != NULL; i++)
+        cr_expect_not_null(strstr(msg, want[i]), "the message lacks '%s': %s", want[i], msg);
+}
+
+typedef struct eg_cause {
+    const char *simulate; /* MEMRA_CUDA_SIMULATE_INIT_ERROR */
+    const char *want[5];  /* what the message must say: the cause and what to do */
+} eg_cause;
+
+/* cudaErrorInsufficientDriver is 35, cudaErrorDevicesUnavailable 46, cudaErrorNoDevice 100,
+ * cudaErrorSystemDriverMismatch 803 (the runtime's numbering, which does not change). */
+static const eg_cause eg_causes[] = {
+    {"35,no-driver",
+     {"no NVIDIA driver is installed", "libcuda.so.1 cannot be loaded", "install the NVIDIA driver",
+      "MEMRA_BACKEND=cpu", NULL}},
+    {"100,no-driver", {"no NVIDIA driver is installed", "install the NVIDIA driver", NULL}},
+    {"35,driver",
+     {"the NVIDIA driver is too old for the CUDA", "install a driver for CUDA",
+      "cudaErrorInsufficientDriver", NULL}},
+    {"100,driver", {"reports no CUDA device", "nvidia-smi", "MEMRA_BACKEND=cpu", NULL}},
+    {"46,driver",
+     {"busy or unavailable", "EXCLUSIVE_PROCESS", "nvidia-smi -q -d COMPUTE", "device_ordinal",
+      NULL}},
+    {"803,driver", {"different versions", "reboot", NULL}},
+};
+
+/* One process for every cause: the library reads the variable at every engine creation. */
+Test(engine, no_device_message_names_the_cause)
+{
+    cr_assert_eq(unsetenv("CUDA_VISIBLE_DEVICES"), 0);
+    for (size_t i = 0; i < sizeof eg_causes / sizeof eg_causes[0]; i++) {
+        const eg_cause *c = &eg_causes[i];
+        const char *msg = eg_no_device_message(c->simulate);
+        if (msg == NULL)
+            cr_skip_test("libmemra was built without CUDA");
+        eg_message_has(msg, c->want);
+        /* AUTO takes the CPU instead, whatever the cause. */
+        MemraEngineOptions opt = eg_options(MEMRA_BACKEND_AUTO, MEMRA_ENGINE_FLAG_IGNORE_ENV);
+        MemraBackend b = MEMRA_BACKEND_AUTO;
+        TU_OK(eg_create_backend(&opt, &b));
+        cr_assert_eq(b, MEMRA_BACKEND_CPU, "AUTO with %s gave backend %u", c->simulate, b);
+    }
+}
+
+Test(engine, no_device_message_names_hidden_devices)
+{
+    cr_assert_eq(setenv("CUDA_VISIBLE_DEVICES", "-1", 1), 0);
+    const char *msg = eg_no_device_message("100,driver");
+    if (msg == NULL)
+        cr_skip_test("libmemra was built without CUDA");
+    eg_message_has(msg, (const char *const[]){"CUDA_VISIBLE_DEVICES='-1'", "unset it", NULL});
+}
+
+/* Not simulated: the cause this machine really has. Without a loadable driver library that is
+ * "no driver", never the runtime's "driver version is insufficient" alone. */
+Test(engine, no_device_message_of_this_machine)
+{
+    cr_assert_eq(setenv("CUDA_VISIBLE_DEVICES", "-1", 1), 0);
+    const char *msg = eg_no_device_message(NULL);
+    if (msg == NULL)
+        cr_skip_test("libmemra was built without CUDA");
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == NULL) {
+        eg_message_has(msg, (const char *const[]){"no NVIDIA driver is installed",
+                                                  "install the NVIDIA driver", NULL});
+    } else {
+        dlclose(driver);
+        eg_message_has(msg, (const char *const[]){"reports no CUDA device",
+                                                  "CUDA_VISIBLE_DEVICES='-1'", NULL});
+    }
 }
 
 Test(engine, backend_reports_cpu)

@@ -12,7 +12,9 @@
 //! so a user's binary crate that depends on the bindings finds the library at run time the way
 //! any program does: through the dynamic loader's cache for a system prefix (after `ldconfig`),
 //! or through a run path the user's crate adds for another prefix (README, "Using it from
-//! Rust").
+//! Rust"). For a library found through pkg-config that the loader's cache does not list, this
+//! script prints a cargo warning with the exact RUSTFLAGS line that adds it, unless RUSTFLAGS
+//! already give that run path.
 
 use std::env;
 use std::ffi::OsString;
@@ -26,13 +28,14 @@ fn main() {
         "PKG_CONFIG",
         "PKG_CONFIG_PATH",
         "PKG_CONFIG_LIBDIR",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
     ] {
         println!("cargo:rerun-if-env-changed={}", var);
     }
-    let dir = match env::var_os("MEMRA_LIB_DIR") {
-        Some(dir) => Some(absolute(PathBuf::from(dir))),
-        None => from_pkg_config(),
-    };
+    let from_env = env::var_os("MEMRA_LIB_DIR").map(|dir| absolute(PathBuf::from(dir)));
+    let installed = from_env.is_none();
+    let dir = from_env.or_else(from_pkg_config);
     // Linking the library is always requested: building this crate or its documentation needs
     // no libmemra, and a final link without one fails with the linker's own message after the
     // warnings below have said why.
@@ -50,6 +53,21 @@ fn main() {
             println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
             // Published to dependent build scripts as DEP_MEMRA_LIB_DIR.
             println!("cargo:lib_dir={}", dir.display());
+            // The run path above reaches this crate's own targets only. A user's binary that
+            // links an installed library the loader does not find starts with "cannot open
+            // shared object file" unless the user's build adds the run path itself; the one
+            // line that does it is printed here, where the user sees it at build time. A build
+            // folder named by MEMRA_LIB_DIR is this repository's own (its targets get run
+            // paths from memra-engine's build script), so it is not warned about.
+            if installed && !loader_finds(&dir) && !rustflags_have_rpath(&dir) {
+                println!(
+                    "cargo:warning=libmemra is installed in {dir}, which the dynamic loader does \
+                     not search: binaries linking it start only with a run path to it. Build \
+                     with RUSTFLAGS=\"-C link-arg=-Wl,-rpath,{dir}\" (for a prefix in \
+                     /etc/ld.so.conf, run `ldconfig` instead)",
+                    dir = dir.display()
+                );
+            }
         }
         None => {
             println!(
@@ -104,4 +122,44 @@ fn from_pkg_config() -> Option<PathBuf> {
         return None;
     }
     Some(absolute(Path::new(&libdir).to_path_buf()))
+}
+
+/// Whether the dynamic loader's cache (`ldconfig -p`, which lists the trusted directories and
+/// those of /etc/ld.so.conf after `ldconfig` ran) resolves the library's SONAME into `dir`.
+/// Without an ldconfig to ask, the answer is yes: no warning is better than a wrong one.
+fn loader_finds(dir: &Path) -> bool {
+    let soname = format!(
+        "libmemra.so.{}",
+        env::var("CARGO_PKG_VERSION_MAJOR").expect("Cargo sets CARGO_PKG_VERSION_MAJOR")
+    );
+    for ldconfig in ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"] {
+        if let Ok(out) = Command::new(ldconfig).arg("-p").output() {
+            if !out.status.success() {
+                continue;
+            }
+            return String::from_utf8_lossy(&out.stdout).lines().any(|line| {
+                let mut parts = line.trim().splitn(2, " => ");
+                let name = parts.next().unwrap_or("");
+                let path = parts.next().unwrap_or("");
+                name.starts_with(&format!("{} ", soname))
+                    && Path::new(path).parent().map(absolute_path) == Some(absolute_path(dir))
+            });
+        }
+    }
+    true
+}
+
+/// `p` canonical when it exists, so that a link in either path does not hide a match.
+fn absolute_path(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// Whether the flags Cargo passes to rustc already give the binaries a run path to `dir` (the
+/// line the warning would print, or any `-rpath` naming it).
+fn rustflags_have_rpath(dir: &Path) -> bool {
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let dir = dir.display().to_string();
+    flags
+        .split('\x1f')
+        .any(|flag| flag.contains("rpath") && flag.contains(&dir))
 }
