@@ -27,7 +27,11 @@
  * Table targets of an accepted call are exactly a ring, a state and a state or a journal
  * (memra_gdn_journal_len) long; journals start empty and counts valid, and a command of its own
  * writes one bad count and expects the next synchronisation to report it while the sequence's
- * ring, state and journal stay untouched. memra_gdn_journal_len, memra_alloc_u32,
+ * ring, state and journal stay untouched. Another fills the journals of a valid journal verify or
+ * commit from the input (a header the rules accept or one with a word drawn, or input bytes
+ * over the whole buffer), draws every count and some NULL or misaligned journal entries, and
+ * expects the sequences the header rules refuse to be reported and left untouched (see
+ * cmd_journal_garbage()). memra_gdn_journal_len, memra_alloc_u32,
  * memra_htod_u32_into and memra_dtoh_u32 are called with drawn arguments as well, and so are the
  * single-sequence memra_ssm_conv1d_fused_decode (its ring a harness buffer) and
  * memra_gdn_scan_s128 (its states too, the same buffer for both allowed). The 1.2 copies,
@@ -44,7 +48,9 @@
  * (tests/bad_input/op_args.def); the rules of what must be refused are this file's own.
  *
  * Input format (bytes; a missing byte reads as 0, so every input is a program):
- *   command := op:u8 (op % N_CMD selects the command) followed by its own bytes, see run().
+ *   command := op:u8 followed by its own bytes, see run(): below 252, op % 14 picks one of the
+ *              fourteen commands of the first corpus, 252 and above the later ones (the
+ *              journal fill).
  *   call    := op:u8 — below 243, op % 9 picks one of the nine operations of the first corpus
  *              (the 1.0 ones, the verify, the commit, the rollback), 243 and above the
  *              later ones (the single-sequence conv and scan, the 1.2 copies) — then the
@@ -232,6 +238,7 @@ static int draw_op(uint8_t x)
 /* The slices of MemraVerifyArgs the harness handles itself, by slot. */
 #define VS_TABLE OA_SLOT(V_SNAP, table)
 #define VS_ACCEPTED OA_SLOT(V_SNAP, accepted)
+#define VS_O OA_SLOT(V_SNAP, o)
 
 /* What a 1.1 operation makes of a slot (call.role). */
 enum {
@@ -1123,8 +1130,21 @@ enum {
     CMD_ENGINE_DESTROY,
     CMD_BAD_COUNT,
     CMD_JOURNAL_LEN,
+    CMD_JOURNAL_GARBAGE,
     N_CMD
 };
+
+/* The commands the first corpus was written for: a command byte below 252 (18 * 14) picks one
+ * of those fourteen as it always did, 252 and above the later ones. */
+#define N_CMD_FIRST (CMD_JOURNAL_LEN + 1)
+#define CMD_BYTE_FIRST (18 * N_CMD_FIRST)
+
+static int draw_cmd(uint8_t x)
+{
+    if (x < CMD_BYTE_FIRST)
+        return x % N_CMD_FIRST;
+    return N_CMD_FIRST + (x - CMD_BYTE_FIRST) % (N_CMD - N_CMD_FIRST);
+}
 
 static void cmd_op(fuzz *f, reader *r)
 {
@@ -1359,6 +1379,198 @@ static void cmd_bad_count(fuzz *f, reader *r)
         if (memcmp(before[i], c.targets[row + (size_t)i], target_size(&c, row + (size_t)i)))
             die(OP_NAME(c.op), "a bad count changed its sequence's buffers", st);
         free(before[i]);
+    }
+    check_status("memra_engine_synchronize", V_OK, memra_engine_synchronize(f->e));
+    free_call(f, &c);
+}
+
+/* The journal header (the library's layout, kernels/kernels.h): ten u32 words, magic, format,
+ * d_state, num_k, num_v, d_conv, head order, capacity, rows held, slot. */
+#define JH_MAGIC UINT32_C(0x4a41524d)
+#define JH_FORMAT UINT32_C(2)
+enum { JH_T_MAX = 7, JH_ROWS = 8, JH_SLOT = 9, JH_WORDS = 10 };
+
+/* The header a journal of call `c` must carry, up to its capacity `cap`. */
+static void journal_wanted(const call *c, size_t cap, uint32_t want[JH_ROWS])
+{
+    const uint32_t w[JH_ROWS] = {JH_MAGIC,           JH_FORMAT,          (uint32_t)S,
+                                 (uint32_t)c->num_k, (uint32_t)c->num_v, (uint32_t)c->d_conv,
+                                 c->order,           (uint32_t)cap};
+    memcpy(want, w, sizeof w);
+}
+
+/* The rules a journal must meet before anything is read from it (docs/verify-1.1.md): a 4-byte
+ * aligned address; ten zero header words (empty), or the header of this shape and head order,
+ * its capacity the declared one (when declared), its rows within its capacity, its slot 0 or 1;
+ * a count no larger than the rows it holds. */
+static bool journal_refused(const call *c, uint64_t entry, size_t cap, bool declared,
+                            uint32_t count)
+{
+    uint32_t hd[JH_WORDS], want[JH_ROWS], any = 0, held = 0;
+    if (entry == 0 || entry % 4 != 0)
+        return true;
+    memcpy(hd, (const void *)(uintptr_t)entry, sizeof hd);
+    journal_wanted(c, cap, want);
+    for (int i = 0; i < JH_WORDS; i++)
+        any |= hd[i];
+    if (any != 0) {
+        for (int i = 0; i < JH_ROWS; i++)
+            if (hd[i] != want[i] && (i != JH_T_MAX || declared))
+                return true;
+        if (hd[JH_ROWS] > hd[JH_T_MAX] || hd[JH_SLOT] > 1)
+            return true;
+        held = hd[JH_ROWS];
+    }
+    return count > held;
+}
+
+/* Part i of sequence b of a journal call whose table view starts at entry `first`: its ring,
+ * state and journal (table targets), then its rows of o (o_words each, a verify only). */
+static unsigned char *seq_part(const call *c, size_t first, size_t b, int i, size_t o_words,
+                               size_t *bytes)
+{
+    if (i < 3) {
+        *bytes = target_size(c, first + 3 * b + (size_t)i);
+        return c->targets[first + 3 * b + (size_t)i];
+    }
+    *bytes = o_words * sizeof(float);
+    return (unsigned char *)c->p[VS_O] + b * *bytes;
+}
+
+/* A valid journal verify or commit whose journals are filled from the input, each: left as it
+ * is (empty), input bytes tiled over the whole buffer, a header the rules accept with drawn
+ * capacity, rows and slot (the rows behind it are whatever the buffer holds), that header with
+ * one word drawn, or its table entry NULL or misaligned; every count is drawn. journal_t_max
+ * declares the capacity the journals were allocated with, or (drawn) nothing: a header is then
+ * the only bound the library has, and one of this shape never claims more than the buffer
+ * holds (a host that declares no capacity relies on its headers). journal_refused() says which
+ * sequences the library must refuse: the next synchronisation must report one of them naming
+ * the operation (or succeed when there is none), and a refused sequence's ring, state, journal
+ * and rows of o must not change; the synchronisation after it must succeed. Everything the
+ * library reads lies in exact-size allocations: a read past a journal is a sanitizer report. */
+static void cmd_journal_garbage(fuzz *f, reader *r)
+{
+    call c;
+    if (!read_call(f, r, &c))
+        return;
+    const bool journal =
+        c.op == OP_COMMIT || (c.op == OP_VERIFY && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
+    const size_t first =
+        c.tab[0] >= 0 ? (c.p[VS_TABLE] - (uintptr_t)f->buf[c.tab[0]].ptr) / sizeof(uint64_t) : 0;
+    if (c.verdict != V_OK || !journal || c.size_kind != SZ_EXACT || c.b_n > 64 ||
+        c.n_targets < first + 3 * c.b_n) {
+        free_call(f, &c);
+        return;
+    }
+    /* The capacity the journals were allocated with (verify_target_sizes). */
+    const size_t cap = c.op == OP_COMMIT ? 1 : c.t, b_n = c.b_n;
+    const bool declared = rd8(r) < 192;
+    uint64_t *entries = (uint64_t *)(void *)f->buf[c.tab[0]].ptr + first;
+    uint64_t fresh[64];
+    uint32_t counts[64];
+    bool refused[64], any_refused = false;
+    for (size_t b = 0; b < b_n; b++) {
+        const size_t jt = first + 3 * b + 2, jbytes = target_size(&c, jt);
+        unsigned char *j = c.targets[jt];
+        uint32_t hd[JH_WORDS];
+        const uint8_t how = rd8(r);
+        fresh[b] = entries[3 * b + 2];
+        switch (how % 5) {
+        case 1: {
+            uint8_t pattern[32];
+            const size_t n = 1 + rd8(r) % sizeof pattern;
+            for (size_t i = 0; i < n; i++)
+                pattern[i] = rd8(r);
+            for (size_t i = 0; i < jbytes; i++)
+                j[i] = pattern[i % n];
+            break;
+        }
+        case 2:
+        case 3:
+            journal_wanted(&c, cap, hd);
+            hd[JH_T_MAX] = (uint32_t)pick(r, cap);
+            hd[JH_ROWS] = (uint32_t)pick(r, 0);
+            hd[JH_SLOT] = (uint32_t)pick(r, 0);
+            if (how % 5 == 3) {
+                const uint8_t w = rd8(r) % JH_WORDS;
+                hd[w] = (uint32_t)pick(r, hd[w]);
+            }
+            memcpy(j, hd, sizeof hd);
+            break;
+        case 4:
+            fresh[b] = rd8(r) % 2 ? 0 : fresh[b] + 1 + rd8(r) % 3;
+            break;
+        }
+        if (!declared && jbytes >= sizeof hd) {
+            uint32_t want[JH_ROWS];
+            memcpy(hd, j, sizeof hd);
+            journal_wanted(&c, cap, want);
+            if (memcmp(hd, want, JH_T_MAX * sizeof *hd) == 0 && hd[JH_T_MAX] > cap) {
+                hd[JH_T_MAX] = (uint32_t)cap;
+                memcpy(j, hd, sizeof hd);
+            }
+        }
+        counts[b] = (uint32_t)pick(r, 0);
+        refused[b] = journal_refused(&c, fresh[b], cap, declared, counts[b]);
+        any_refused |= refused[b];
+    }
+    for (size_t b = 0; b < b_n; b++) {
+        const MemraSliceMutU64 edst = {entries + 3 * b + 2, 1};
+        const MemraSliceU64 one = {&fresh[b], 1};
+        MemraStatus st = memra_htod_u64_into(f->e, one, edst);
+        if (st != MEMRA_STATUS_OK)
+            die("memra_htod_u64_into", "writing a journal entry failed", st);
+    }
+    const MemraSliceU32 csrc = {counts, b_n};
+    const MemraSliceMutU32 cdst = {(uint32_t *)c.p[VS_ACCEPTED], b_n};
+    MemraStatus st = memra_htod_u32_into(f->e, csrc, cdst);
+    if (st != MEMRA_STATUS_OK)
+        die("memra_htod_u32_into", "writing the counts failed", st);
+
+    /* What every refused sequence holds: its three table targets and its rows of o (the verify
+     * rows name o at the same slot). */
+    _Static_assert(OA_SLOT(V_JOURNAL, o) == VS_O, "the journal verify's o slot");
+    const size_t o_words = c.op == OP_VERIFY ? c.t * c.num_v * S : 0;
+    unsigned char *before[64][4];
+    const int parts = o_words > 0 ? 4 : 3;
+    for (size_t b = 0; b < b_n; b++) {
+        for (int i = 0; i < parts && refused[b]; i++) {
+            size_t bytes;
+            const unsigned char *src = seq_part(&c, first, b, i, o_words, &bytes);
+            before[b][i] = malloc(bytes ? bytes : 1);
+            if (before[b][i] == NULL)
+                abort();
+            memcpy(before[b][i], src, bytes);
+        }
+    }
+    MemraVerifyArgs *a = verify_args(&c);
+    oa_values v;
+    call_values(&c, &v);
+    a->journal_t_max = declared ? cap : 0;
+    st = oa_invoke(c.op, f->e, &v, a);
+    free(a);
+    check_status(OP_NAME(c.op), V_OK, st);
+    st = memra_engine_synchronize(f->e);
+    if (tracing())
+        fprintf(stderr, "fuzz_abi: %s with filled journals (%s capacity %zu): %s%s%s\n",
+                OP_NAME(c.op), declared ? "declared" : "undeclared", cap, memra_status_string(st),
+                st == MEMRA_STATUS_OK ? "" : ": ",
+                st == MEMRA_STATUS_OK ? "" : memra_last_error_message());
+    if (st != (any_refused ? MEMRA_STATUS_INVALID_ARGUMENT : MEMRA_STATUS_OK))
+        die(OP_NAME(c.op),
+            any_refused ? "a journal the rules refuse must be reported by the next synchronisation"
+                        : "journals the rules accept were reported",
+            st);
+    if (any_refused && strstr(memra_last_error_message(), OP_NAME(c.op)) == NULL)
+        die(OP_NAME(c.op), "the report of a refused journal does not name the operation", st);
+    for (size_t b = 0; b < b_n; b++) {
+        for (int i = 0; i < parts && refused[b]; i++) {
+            size_t bytes;
+            const unsigned char *now = seq_part(&c, first, b, i, o_words, &bytes);
+            if (memcmp(before[b][i], now, bytes) != 0)
+                die(OP_NAME(c.op), "a refused journal's sequence was written", st);
+            free(before[b][i]);
+        }
     }
     check_status("memra_engine_synchronize", V_OK, memra_engine_synchronize(f->e));
     free_call(f, &c);
@@ -1677,7 +1889,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     /* At most 64 commands: the point is many short programs, not a few long ones. */
     for (int steps = 0; steps < 64 && r.n > 0 && f.nbuf < MAX_BUFS - 4; steps++) {
-        switch (rd8(&r) % N_CMD) {
+        switch (draw_cmd(rd8(&r))) {
         case CMD_OP:
         case CMD_OP_AGAIN:
             cmd_op(&f, &r);
@@ -1717,6 +1929,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case CMD_JOURNAL_LEN:
             cmd_journal_len(&r);
+            break;
+        case CMD_JOURNAL_GARBAGE:
+            cmd_journal_garbage(&f, &r);
             break;
         }
     }
