@@ -315,6 +315,7 @@ static Result journal_loop(Layer *l, const float *state0, const float *ring0)
     MemraSliceU64 table = make_table(e, ring.ptr, state.ptr, journal.ptr);
     MemraVerifyArgs va = layer_args(l, MEMRA_VERIFY_MODE_JOURNAL, table);
     va.accepted = (MemraSliceU32){l->accepted.ptr, 1}; /* read when the verify executes */
+    va.journal_t_max = T; /* the capacity the journal was sized for: bounds every access */
 
     uint64_t sum = 0xCBF29CE484222325ULL;
     uint32_t n = 0; /* the first verify has nothing to fold */

@@ -183,9 +183,9 @@ static void good_calls_11(bi_world *w)
         const size_t words = w->region_words[BI_R_JOURNAL];
         float *zeros = calloc(words, sizeof *zeros);
         cr_assert_not_null(zeros);
-        TU_OK(memra_htod_f32_into(w->e, (MemraSliceF32){zeros, words},
-                                  (MemraSliceMutF32){(float *)bi_region_addr(w, BI_R_JOURNAL),
-                                                     words}));
+        TU_OK(memra_htod_f32_into(
+            w->e, (MemraSliceF32){zeros, words},
+            (MemraSliceMutF32){(float *)bi_region_addr(w, BI_R_JOURNAL), words}));
         free(zeros);
     }
     bi_base_call(w, w->e, OA_V_JOURNAL, &c);

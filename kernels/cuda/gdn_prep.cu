@@ -81,10 +81,6 @@ __global__ void __launch_bounds__(PREP_THREADS)
  * head count is far below the 2^31 - 1 blocks the x dimension allows). */
 static int launch_prep(const memra__prep_args *a, void *stream)
 {
-    /* The carveout every kernel of a verify shares (memra__kernel_attributes). */
-    const cudaError_t err = memra__kernel_attributes<gdn_prep_kernel>(0);
-    if (err != cudaSuccess)
-        return (int)err;
     const size_t heads = a->rows * a->num_v;
     const dim3 grid((unsigned)((heads + PREP_WARPS - 1) / PREP_WARPS));
     return memra__launch(gdn_prep_kernel, grid, dim3(PREP_THREADS), stream, a->conv_out,

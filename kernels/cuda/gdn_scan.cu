@@ -1,17 +1,43 @@
 /*
- * CUDA kernel: the GDN recurrent scan of the 1.0 operations, head dim 128, t rows of b_n
- * sequences with the state kept in registers across the rows (docs/arithmetic.md, "Scan"). One
- * kernel serves the per-row op (t == 1, in/out tables with stride 1, in == out allowed), the
- * packed op (t rows, stride-3 table, optional snapshots) and the single-sequence op (state
- * buffers instead of tables). Its body is gdn_scan.cuh's memra__scan_block, the row loop every
- * scan and verify of the library runs, so per-row chains, packed calls and the verify are
- * bit-identical by construction; gdn_scan.cuh describes the thread mapping and the staging.
+ * CUDA kernel: the GDN recurrent scan, head dim 128, t rows of b_n sequences with the state kept
+ * in registers across the rows (docs/arithmetic.md, "Scan"). One kernel serves the per-row op
+ * (t == 1, in/out tables with stride 1, in == out allowed) and the packed op (t rows, stride-3
+ * table, optional snapshots). Every row of every call goes through the same per-row function,
+ * scan_row_step, whose rounding is pinned operation by operation (see there), inside a row loop
+ * that is not unrolled; so per-row chains and packed calls are bit-identical by construction.
+ * The kernel has four instantiations: 16-byte or 4-byte accesses (VEC), and one or two rows of
+ * inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for packed calls; see
+ * launch_scan). They differ in where values are loaded from and when, never in arithmetic.
  *
- * Memory. The kernel reads each state once and writes t - 1 snapshots plus the final state: the
- * (t + 1) x state-size floor of the packed verify. q and k are read in the prep's layout and
- * transposed on their way into shared memory; v, g_log and beta as they are. Views and table
- * entries need only be 4-byte aligned (validate.c): the block checks the alignment of what it
- * reads and writes and uses 16-byte accesses where it can, the same words either way.
+ * Thread mapping. The contract describes one column of one head as 32 "lanes": lane L owns the
+ * state rows i = r*32 + L (r = 0..3), accumulates its partial dot products over r, and the 32
+ * partials are summed by a pairwise tree with strides 16, 8, 4, 2, 1. Here a group of EIGHT
+ * threads carries SCAN_NC = 2 adjacent columns: thread j (0..7) of the group plays the four
+ * consecutive lanes L = 4j + u (u = 0..3) of both, i.e. holds the 16 rows i = 32r + 4j + u of
+ * each column in s[n][4r + u]. Those rows are four aligned runs of four floats, so every state,
+ * k, q and snapshot access of a thread is one 16-byte access per r, and a warp's state store
+ * covers whole 128-byte lines. The tree levels that pair lanes of different threads go through
+ * shuffles, with the work of each level shared by the group (column_sum): 6 shuffles per
+ * reduction. The two columns share their k, q, g_log and beta loads. A warp carries 4 groups
+ * (8 adjacent columns), a block SCAN_WARPS warps, i.e. SCAN_COLS adjacent columns of one
+ * (sequence, head). NOTES.md ("The 1.0 scan") has the measurements behind this layout: on the H200
+ * the scan of 1.0.0 was bound by the multiprocessor's memory instruction issue as much as by HBM;
+ * this layout issues about a fifth of its memory instructions per column and row, for twice its
+ * shuffles (6 per reduction instead of 3).
+ *
+ * Memory. The state is stored transposed, so a column is 128 contiguous floats. The kernel
+ * reads each state once and writes t - 1 snapshots plus the final state: the (t + 1) x
+ * state-size floor of the packed verify. A thread reads all its state elements before it
+ * writes any, and no thread touches another's, which makes in == out (in place) safe. The q and
+ * k rows that all columns of a head share are read through L1; at the start the block asks L1
+ * for all t rows of them at once, and each row requests the inputs of a later row (the next,
+ * or the one after it) before it computes. Views and table entries need only be 4-byte aligned
+ * (validate.c): the launcher picks the 16-byte kernel when q, k and the snapshots are 16-byte
+ * aligned, and the kernel checks the state buffers it reads from the table; otherwise the same code
+ * runs with 4-byte accesses (same values in the same registers, so the same results). No shared
+ * memory is used: a kernel with a different shared-memory configuration could not share a
+ * multiprocessor with the conv and prep kernels that precede it under programmatic dependent launch
+ * (NOTES.md, "The 1.0 scan").
  */
 #include <stdint.h>
 
@@ -19,83 +45,190 @@
 #include "gdn_scan.cuh"
 #include "kernels.h"
 
-/* Two block shapes, chosen per launch (launch_scan): 64 columns per block, two per thread, for
- * batches that fill the device; 16 columns, one per thread, when a batch has fewer blocks of 64
- * columns than the device has multiprocessors, so that more of them work. */
-typedef scan_cfg<2, 64, 8> scan_wide8;
-typedef scan_cfg<2, 64, 16> scan_wide16;
-typedef scan_cfg<1, 16, 8> scan_narrow8;
-typedef scan_cfg<1, 16, 16> scan_narrow16;
+/* Where this thread's inputs and outputs are, after the table lookup. */
+typedef struct scan_ptrs {
+    const float *in, *kp, *qp, *vp, *gp, *bp;
+    float *out, *op, *sn;
+    size_t row_step, num_v, state_words, t;
+    float scale;
+    unsigned j;
+    bool state_vec;
+} scan_ptrs;
 
-template <class C, int OUT, bool PIPE, int MINB>
-__global__ void __launch_bounds__(C::NT, MINB) gdn_scan_kernel(const memra__scan_job a)
+template <bool VEC>
+static __device__ __forceinline__ void load_row(scan_row &in, const scan_ptrs &a)
 {
-    memra__scan_block<C, false, OUT, PIPE>(a);
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        load4<VEC>(in.k + 4 * r, a.kp + r * MEMRA__LANES);
+        load4<VEC>(in.q + 4 * r, a.qp + r * MEMRA__LANES);
+    }
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++)
+        in.v[n] = a.vp[n];
+    in.g = *a.gp;
+    in.beta = *a.bp;
 }
 
-template <class C, int OUT, bool PIPE, int MINB>
-static int launch_out_x(const memra__scan_job &job, size_t b_n, void *stream)
+/* Moves the input pointers to the next row, or leaves them on the current one when `step` is
+ * false (the last row: a read past it would leave the views). */
+static __device__ __forceinline__ void advance_row(scan_ptrs &a, bool step)
 {
-    const cudaError_t err = memra__kernel_attributes<gdn_scan_kernel<C, OUT, PIPE, MINB>>(C::SMEM);
-    if (err != cudaSuccess)
-        return (int)err;
-    const dim3 grid((unsigned)(b_n * job.num_v * C::BPH));
-    return memra__launch_smem(gdn_scan_kernel<C, OUT, PIPE, MINB>, grid, dim3(C::NT), C::SMEM,
-                              stream, job);
+    const size_t adv = step ? 1 : 0;
+    a.kp += adv * a.row_step;
+    a.qp += adv * a.row_step;
+    a.vp += adv * a.row_step;
+    a.gp += adv * a.num_v;
+    a.bp += adv * a.num_v;
 }
 
-/* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
- * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
- * took 79.6 us instead of 68.7 on an H200), and the narrow shape, whose launches are too few to
- * fill the device and so latency-bound, with the next row's kv beside this row's at. */
-template <class C, int OUT>
-static int launch_out(const memra__scan_job &job, size_t b_n, void *stream)
+/*
+ * The t rows of this thread's columns. VEC picks 16-byte or 4-byte accesses for k, q and the
+ * snapshots; the state's own accesses follow a.state_vec. AHEAD rows of inputs are held in
+ * registers: each row requests the inputs of the row AHEAD after it before it computes (rows
+ * past the last re-read the last, in bounds, instead of branching). ptxas places those loads
+ * after the row's arithmetic (keeping their registers free until then; NOTES.md has the
+ * profile), so with AHEAD == 1 a row starts by waiting for its inputs from L2, which was a
+ * quarter of the scan's stall samples at B = 1. AHEAD == 2 gives the loads a whole row to
+ * arrive, for about 40 more registers (165-168 instead of 125-127). The rows' arithmetic is the
+ * same scan_row_step either way.
+ */
+template <bool VEC, int AHEAD> static __device__ __forceinline__ void scan_rows(scan_ptrs a)
 {
-    return launch_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, stream);
+    float s[SCAN_NC][SCAN_ELEMS];
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            if (a.state_vec)
+                load4<true>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
+            else
+                load4<false>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
+        }
+
+    /* in[0] is the row being computed, in[i] the row i after it. */
+    scan_row in[AHEAD];
+    load_row<VEC>(in[0], a);
+#pragma unroll
+    for (int i = 1; i < AHEAD; i++) {
+        advance_row(a, (size_t)i < a.t);
+        load_row<VEC>(in[i], a);
+    }
+#pragma unroll 1
+    for (size_t row = 0; row < a.t; row++) {
+        advance_row(a, row + AHEAD < a.t);
+        scan_row next;
+        load_row<VEC>(next, a);
+
+        const bool snap_row = a.sn != nullptr && row + 1 < a.t;
+        scan_row_step<VEC>(s, in[0], a.j, a.scale, a.op, snap_row ? a.sn : nullptr);
+        if (snap_row)
+            a.sn += a.state_words;
+        a.op += a.row_step;
+#pragma unroll
+        for (int i = 0; i + 1 < AHEAD; i++)
+            in[i] = in[i + 1];
+        in[AHEAD - 1] = next;
+    }
+
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++) {
+        if (a.state_vec)
+            store_column<true>(a.out + n * MEMRA__S, s[n]);
+        else
+            store_column<false>(a.out + n * MEMRA__S, s[n]);
+    }
 }
 
-/* Packed calls with snapshots write one after every row but the last. */
-template <class C> static int launch_shape(const memra__scan_job &job, size_t b_n, void *stream)
+template <bool VEC, int AHEAD>
+__global__ void __launch_bounds__(SCAN_THREADS)
+    gdn_scan_kernel(const float *__restrict__ q, const float *__restrict__ k,
+                    const float *__restrict__ v, const float *__restrict__ g_log,
+                    const float *__restrict__ beta, const uint64_t *__restrict__ in_table,
+                    size_t in_stride, const uint64_t *__restrict__ out_table, size_t out_stride,
+                    const float *state_in, float *state_out, float *__restrict__ o,
+                    float *__restrict__ snap, size_t num_v, size_t t, float scale)
 {
-    return job.snap != nullptr && job.t >= 2 ? launch_out<C, SCAN_SNAP>(job, b_n, stream)
-                                             : launch_out<C, SCAN_FINAL>(job, b_n, stream);
+    memra__pdl_enter();
+
+    scan_ptrs a;
+    a.j = threadIdx.x % SCAN_GROUP;
+    const unsigned c0 = (blockIdx.x % SCAN_BLOCKS_PER_HEAD) * SCAN_COLS;
+    const unsigned c = c0 + threadIdx.x / SCAN_GROUP * SCAN_NC;
+    const size_t bh = blockIdx.x / SCAN_BLOCKS_PER_HEAD;
+    const size_t h = bh % num_v;
+    const size_t b = bh / num_v;
+
+    const size_t head_words = (size_t)MEMRA__S * MEMRA__S;
+    a.state_words = num_v * head_words;
+    /* This thread's rows start at row 4j of its first column. */
+    const size_t col = h * head_words + (size_t)c * MEMRA__S + 4 * a.j;
+
+    /* Table entries are read here, when the kernel executes: a replayed graph follows a
+     * rewritten table. The state pointers may alias each other (in place), so they are not
+     * restrict; they never alias q, k, v, o or the snapshots (validate.c). The
+     * single-sequence op passes its states directly and no tables. */
+    a.in =
+        (in_table != nullptr ? (const float *)(uintptr_t)in_table[b * in_stride] : state_in) + col;
+    a.out =
+        (out_table != nullptr ? (float *)(uintptr_t)out_table[b * out_stride] : state_out) + col;
+    /* Every state access is at a multiple of 4 floats from these (head, column and row offsets
+     * are multiples of 128 floats), so their alignment decides for the whole thread. */
+    a.state_vec = (((uintptr_t)a.in | (uintptr_t)a.out) & 15u) == 0;
+
+    /* Row 0 of this (sequence, head); every row advances the pointers by num_v heads. */
+    const size_t head0 = b * t * num_v + h;
+    a.row_step = num_v * MEMRA__S;
+    a.num_v = num_v;
+    a.t = t;
+    a.scale = scale;
+    a.kp = k + head0 * MEMRA__S + 4 * a.j;
+    a.qp = q + head0 * MEMRA__S + 4 * a.j;
+    a.vp = v + head0 * MEMRA__S + c;
+    a.gp = g_log + head0;
+    a.bp = beta + head0;
+    a.op = o + head0 * MEMRA__S + c;
+    a.sn = snap != nullptr ? snap + b * (t - 1) * a.state_words + col : nullptr;
+
+    /* Ask L1 for every row's inputs now, one line per thread: 16 threads per row, of which
+     * 11 take a line each (k and q: 4 lines each, the block's v, g_log, beta). A prefetch
+     * only warms the cache; the loads below read the same addresses either way. */
+    const unsigned part = threadIdx.x % 16;
+    for (size_t row = threadIdx.x / 16; part < SCAN_PREFETCH_LINES && row < t;
+         row += SCAN_THREADS / 16) {
+        const size_t hr = head0 + row * num_v;
+        const float *p = part < 4    ? k + hr * MEMRA__S + part * MEMRA__LANES
+                         : part < 8  ? q + hr * MEMRA__S + (part - 4) * MEMRA__LANES
+                         : part == 8 ? v + hr * MEMRA__S + c0
+                         : part == 9 ? g_log + hr
+                                     : beta + hr;
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+    }
+
+    scan_rows<VEC, AHEAD>(a);
 }
 
-/* Grid: one block per (sequence, head, group of COLS columns), flattened into x as
- * ((b * num_v + h) * BPH + group); far below the 2^31 - 1 limit for any batch that fits in
- * device memory. */
+/* Grid: one block per (sequence, head, group of SCAN_COLS columns), flattened into x as
+ * ((b * num_v + h) * SCAN_BLOCKS_PER_HEAD + group); far below the 2^31 - 1 limit for any batch
+ * that fits in device memory (each block covers 16 KiB of state). The 16-byte kernel needs
+ * q, k and the snapshots 16-byte aligned: every offset the kernel adds is a multiple of 4
+ * floats. Packed calls (t >= 2) hold two rows of inputs ahead: on the H200 that made the ornith
+ * verify at B = 32, T = 8 about 2.4 us faster (three blocks per multiprocessor instead of four,
+ * but no row waits for L2), and changed nothing at B = 1. The per-row op (t == 1) has no next
+ * row to wait for and keeps AHEAD = 1: with 2, the T = 8 per-row chain took 48.4 us instead of
+ * 44.9 (NOTES.md). */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
-    memra__scan_job job = {};
-    job.in_table = a->in_table;
-    job.out_table = a->out_table;
-    job.in_stride = a->in_stride;
-    job.out_stride = a->out_stride;
-    job.state_in = a->state_in;
-    job.state_out = a->state_out;
-    job.q = a->q;
-    job.k = a->k;
-    job.v = a->v;
-    job.g_log = a->g_log;
-    job.beta = a->beta;
-    job.o = a->o;
-    job.snap = a->snap;
-    job.num_v = a->num_v;
-    job.num_k = a->num_v;
-    job.qk_heads = a->num_v;
-    job.t = a->t;
-    job.scale = a->scale;
-
-    int sms = 0;
-    const cudaError_t err = memra__device_sms(&sms);
-    if (err != cudaSuccess)
-        return (int)err;
-    const bool narrow = a->b_n * a->num_v * scan_wide8::BPH < (size_t)sms;
-    if (a->t <= 8)
-        return narrow ? launch_shape<scan_narrow8>(job, a->b_n, stream)
-                      : launch_shape<scan_wide8>(job, a->b_n, stream);
-    return narrow ? launch_shape<scan_narrow16>(job, a->b_n, stream)
-                  : launch_shape<scan_wide16>(job, a->b_n, stream);
+    const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
+    const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
+    decltype(&gdn_scan_kernel<true, 1>) kernel;
+    if (a->t >= 2)
+        kernel = vec ? gdn_scan_kernel<true, 2> : gdn_scan_kernel<false, 2>;
+    else
+        kernel = vec ? gdn_scan_kernel<true, 1> : gdn_scan_kernel<false, 1>;
+    return memra__launch(kernel, grid, dim3(SCAN_THREADS), stream, a->q, a->k, a->v, a->g_log,
+                         a->beta, a->in_table, a->in_stride, a->out_table, a->out_stride,
+                         a->state_in, a->state_out, a->o, a->snap, a->num_v, a->t, a->scale);
 }
 
 extern "C" int memra__cuda_gdn_scan(const memra__scan_args *args, void *stream)

@@ -1,634 +1,194 @@
 /*
- * The scan's row loop: one kernel body that every scan of the library runs, the 1.0 per-row,
- * packed and single-sequence scans (gdn_scan.cu) and every mode of the verify and the journal
- * commit (gdn_verify.cu). Every row of every call goes through memra__scan_row below, whose
- * rounding is pinned operation by operation, so no two paths can compute different bits.
- *
- * Thread mapping. The contract (docs/arithmetic.md) describes one column of one head as 32
- * "lanes": lane L owns the state rows i = 32r + L (r = 0..3), accumulates its partial dot
- * product over r, and the 32 partials are summed by a pairwise tree with strides 16, 8, 4, 2, 1.
- * Here FOUR threads carry a column: thread j (0..3) of the group plays the lanes L = 4m + j,
- * m = 0..7, i.e. holds the 32 rows i = 32r + 4m + j in s[n][8r + m]. Lanes 4m + j and 4(m+4) + j
- * are both thread j's, and so are L and L + 8, L and L + 4: the tree's strides 16, 8 and 4 are
- * plain additions inside the thread, and only strides 2 and 1 cross threads (two shuffles per
- * reduction, no selects). A thread carries NC columns (n = 0..NC-1, columns n * G + group), a
- * block COLS adjacent columns of one (sequence, head), so a head is S / COLS blocks.
- *
- * Staging. A thread's state rows are 4 floats apart, so the state goes through a padded
- * shared-memory tile: the block's COLS columns (contiguous in the transposed state) arrive by
- * 16-byte cp.async into columns of SST floats, each thread then reads its own 32 words per
- * column (conflict-free: the pad of 4 floats puts the 8 groups of a warp on different banks), and
- * results leave the same way (each thread writes its own words, then the warp writes its columns
- * with coalesced 16-byte stores). k and q are staged transposed: element e = 4w + u of a row sits
- * at [u * 40 + w], so thread j reads its 32 elements (u = j, w = 8r + m) with eight 16-byte loads;
- * v, g_log and beta of a row are staged beside them. Rows are staged TC at a time.
- *
- * Inputs. The 1.0 scans read q and k as the prep writes them ([rows, num_v, S], natural order,
- * staged with 4-byte copies that transpose on the way); the verify reads the workspace its
- * prologue kernel wrote ([rows, num_k, S], one row per KEY head, already in the transposed
- * order, staged with 16-byte copies).
- *
- * Journal (verify in JOURNAL mode and the commit): before the new rows, the block folds the
- * journal's accepted rows, each `s = fma(gd, s, k * delta)` per element with the rounded delta
- * the verify that wrote it computed (the per-row update's own operands and roundings: no
- * reduction), writes the folded state back in place, then runs the new rows and records their
- * deltas.
+ * The 1.0 scans' per-row arithmetic and the thread layout it is written for (gdn_scan.cu: the
+ * packed, per-row and single-sequence scans run every row through scan_row_step below).
+ * gdn_scan.cu's header comment explains the layout (8 threads carry 2 adjacent columns of one
+ * head). The verify runs the same contract through gdn_rowloop.cuh's layout; the suite's memcmp
+ * checks of the verify against the 1.0 program hold the two to the same bits.
  */
 #ifndef MEMRA_GDN_SCAN_CUH
 #define MEMRA_GDN_SCAN_CUH
 
 #include "gdn_common.cuh"
 
-/* A staged state column (128 rows + 4 pad), a staged k or q row, and its four runs. */
-#define SCAN_SST 132
-#define SCAN_KRUN 40
-#define SCAN_KST (4 * SCAN_KRUN)
-/* The slot word of seq_info (n, slot, capacity per sequence) for a sequence the prologue
- * refused (gdn_verify.cu). */
-#define SCAN_REFUSED 0xffffffffu
+/* Threads per column group, columns per group, state elements per thread and column. */
+#define SCAN_GROUP 8
+#define SCAN_NC 2
+#define SCAN_ELEMS (MEMRA__S / SCAN_GROUP)
+/* 4 warps = 32 columns per block, 4 blocks per head: at the production shape one sequence is
+ * 128 blocks, one per multiprocessor of an H200; a batch of 32 is 4096 blocks. */
+#define SCAN_WARPS 4
+#define SCAN_THREADS (SCAN_WARPS * MEMRA__LANES)
+#define SCAN_COLS (SCAN_THREADS / SCAN_GROUP * SCAN_NC)
+#define SCAN_BLOCKS_PER_HEAD (MEMRA__S / SCAN_COLS)
+/* Lines (of k, q, v, g_log, beta) the block prefetches per row: see gdn_scan_kernel. */
+#define SCAN_PREFETCH_LINES 11
 
-/* A block's shape: NC columns per thread, COLS per block, TC rows staged at a time. */
-template <int NC_, int COLS_, int TC_> struct scan_cfg {
-    static constexpr int NC = NC_, COLS = COLS_, TC = TC_;
-    static constexpr int G = COLS / NC; /* column groups */
-    static constexpr int NT = G * 4;    /* threads */
-    static constexpr int WARPS = NT / MEMRA__LANES;
-    static constexpr int BPH = MEMRA__S / COLS; /* blocks per head */
-    static constexpr int TILE = COLS * SCAN_SST;
-    static constexpr int FLOATS = TILE + 2 * TC * SCAN_KST + TC * COLS + 2 * TC;
-    static constexpr size_t SMEM = (size_t)FLOATS * sizeof(float);
-    static_assert(G % 8 == 0, "a warp holds 8 whole groups of every column set");
-    static_assert(TC % 4 == 0, "16-byte aligned staging rows");
-};
-
-/* Asynchronous global-to-shared copies (sm_80 and newer; a plain load and store before). */
-static __device__ __forceinline__ void memra__cp16(float *dst, const float *src)
+/* Four consecutive floats at p: one 16-byte load when VEC, four 4-byte ones otherwise. */
+template <bool VEC> static __device__ __forceinline__ void load4(float *dst, const float *p)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
-#else
-    *(float4 *)dst = *(const float4 *)src;
-#endif
-}
-static __device__ __forceinline__ void memra__cp4(float *dst, const float *src)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-#else
-    *dst = *src;
-#endif
-}
-static __device__ __forceinline__ void memra__cp_wait_all(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
-#endif
-}
-
-/* griddepcontrol.wait and .launch_dependents on their own (memra__pdl_enter does both). */
-static __device__ __forceinline__ void memra__pdl_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void memra__pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
-/* n floats (a multiple of 4) from src to dst by the block's NT threads, 16-byte copies when
- * `vec` (both 16-byte aligned), 4-byte ones otherwise: the same words either way. */
-template <int NT>
-static __device__ __forceinline__ void stage_run(float *dst, const float *src, int n, bool vec)
-{
-    if (vec) {
-        for (int i = (int)threadIdx.x; i < n / 4; i += NT)
-            memra__cp16(dst + 4 * i, src + 4 * i);
+    if (VEC) {
+        const float4 x = *(const float4 *)p;
+        dst[0] = x.x;
+        dst[1] = x.y;
+        dst[2] = x.z;
+        dst[3] = x.w;
     } else {
-        for (int i = (int)threadIdx.x; i < n; i += NT)
-            memra__cp4(dst + i, src + i);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            dst[u] = p[u];
     }
 }
 
-/* A k or q row in natural order (element e at src[e]) into the transposed staging row. The
- * mapping of a warp's 32 copies (u = lane / 8, w = 8 * chunk + lane % 8) reads one 128-byte line
- * and writes 32 different banks. */
-template <int NT>
-static __device__ __forceinline__ void stage_kq_natural(float *dst, const float *src)
-{
-    for (int i = (int)threadIdx.x; i < MEMRA__S; i += NT) {
-        const int ln = i % MEMRA__LANES, chunk = i / MEMRA__LANES;
-        const int u = ln / 8, w = chunk * 8 + ln % 8;
-        memra__cp4(dst + u * SCAN_KRUN + w, src + 4 * w + u);
-    }
-}
-
-/* A k or q row already transposed (element 4w + u at src[32u + w]) into the staging row: four
- * runs of 32 floats. */
-template <int NT>
-static __device__ __forceinline__ void stage_kq_perm(float *dst, const float *src, bool vec)
-{
-    if (vec) {
-        for (int i = (int)threadIdx.x; i < MEMRA__S / 4; i += NT)
-            memra__cp16(dst + (i / 8) * SCAN_KRUN + 4 * (i % 8), src + 4 * i);
-    } else {
-        for (int i = (int)threadIdx.x; i < MEMRA__S; i += NT)
-            memra__cp4(dst + (i / 32) * SCAN_KRUN + i % 32, src + i);
-    }
-}
-
-/* Where element i of a 128-vector goes in the transposed order: 32 * (i % 4) + i / 4. */
-static __device__ __forceinline__ int memra__perm_index(int i)
-{
-    return MEMRA__LANES * (i % 4) + i / 4;
-}
-
-/* This thread's 32 elements of a staged k or q row, x[8r + m] = element 32r + 4m + j. */
-static __device__ __forceinline__ void load_kq(float (&x)[32], const float *row, unsigned j)
+/* Writes this thread's 16 elements of one column; p points at its row 4j. */
+template <bool VEC> static __device__ __forceinline__ void store_column(float *p, const float *s)
 {
 #pragma unroll
     for (int r = 0; r < 4; r++) {
-        const float4 a = *(const float4 *)(row + SCAN_KRUN * j + 8 * r);
-        const float4 b = *(const float4 *)(row + SCAN_KRUN * j + 8 * r + 4);
-        x[8 * r + 0] = a.x;
-        x[8 * r + 1] = a.y;
-        x[8 * r + 2] = a.z;
-        x[8 * r + 3] = a.w;
-        x[8 * r + 4] = b.x;
-        x[8 * r + 5] = b.y;
-        x[8 * r + 6] = b.z;
-        x[8 * r + 7] = b.w;
+        float *d = p + r * MEMRA__LANES;
+        if (VEC) {
+            *(float4 *)d = make_float4(s[4 * r], s[4 * r + 1], s[4 * r + 2], s[4 * r + 3]);
+        } else {
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                d[u] = s[4 * r + u];
+        }
     }
 }
 
 /*
- * The contract's 32-lane sum of a column's dot product, this thread holding the partials of lanes
- * 4m + j in p[m]. Strides 16 (m + 4), 8 (m + 2) and 4 (m + 1) are this thread's own additions;
- * strides 2 and 1 pair thread j with j ^ 2 and j ^ 1. Every addition has exactly the tree's two
- * operands (lane L adds lane L + stride; a thread whose j has the stride's bit set adds the same
- * two values the other way round, and IEEE addition is commutative), so every thread of the group
- * ends with the tree's total: lane 0's value, which is also what the contract's butterfly
- * all-reduce (kv) leaves in every lane.
+ * The contract's 32-lane sum of a column's dot product of s and x, where this thread is lanes
+ * 4j .. 4j + 3. Each lane's fma chain over r starts from 0.0f; then come the tree levels
+ * (stride 16, 8, 4, 2, 1: lane L adds lane L + stride), each addition with exactly the
+ * contract's two operands. The 8 threads of the group share the work of every level instead
+ * of leaving half of them idle, so a level costs one or two shuffles rather than one per value:
+ *
+ *   16: threads j and j ^ 4 hold lanes 4j' + u and 4j' + 16 + u (j' = j & 3). Each keeps two of
+ *       its four partials, sends the other two, and adds what it receives: j < 4 ends with the
+ *       sums of lanes 4j, 4j + 1, j >= 4 with those of lanes 4j' + 2, 4j' + 3 (2 shuffles).
+ *   8:  the sums of lanes L and L + 8 sit in threads j and j ^ 2, one keeps the first, the other
+ *       the second (1 shuffle); thread j now holds lane 4(j & 1) + 2(j >> 2) + ((j >> 1) & 1).
+ *   4, 2, 1: lanes L and L + 4 are threads j and j ^ 1, then L and L + 2 are j and j ^ 4, then
+ *       lanes 0 and 1 are j and j ^ 2 (1 shuffle each). Both threads of a pair add the same two
+ *       values (IEEE addition is commutative), so every thread ends with the total's bits.
+ *
+ * Every thread of the group returns the total: the tree's value at lane 0. That is also what
+ * the contract's butterfly all-reduce (used for kv: for o = 16 .. 1 every lane adds lane L xor o)
+ * leaves in every lane: at each step the lanes below o hold exactly the tree's values, and both
+ * partners of a pair add the same two operands.
  */
-static __device__ __forceinline__ float memra__reduce8(const float (&p)[8])
+static __device__ __forceinline__ float column_sum(const float *s, const float *x, unsigned j)
 {
-    const float a0 = __fadd_rn(p[0], p[4]), a1 = __fadd_rn(p[1], p[5]);
-    const float a2 = __fadd_rn(p[2], p[6]), a3 = __fadd_rn(p[3], p[7]);
-    const float b0 = __fadd_rn(a0, a2), b1 = __fadd_rn(a1, a3);
-    float c = __fadd_rn(b0, b1);
-    c = __fadd_rn(c, __shfl_xor_sync(MEMRA__FULL_MASK, c, 2));
-    c = __fadd_rn(c, __shfl_xor_sync(MEMRA__FULL_MASK, c, 1));
-    return c;
-}
-
-/* The dot product of this thread's column s with x (both in the thread's lane order): each
- * lane's fma chain over r from 0.0f, then the tree. */
-static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
-                                                          const float (&x)[32])
-{
-    float p[8];
+    float p[4];
 #pragma unroll
-    for (int m = 0; m < 8; m++) {
-        p[m] = 0.0f;
+    for (int u = 0; u < 4; u++) {
+        p[u] = 0.0f;
 #pragma unroll
         for (int r = 0; r < 4; r++)
-            p[m] = __fmaf_rn(s[8 * r + m], x[8 * r + m], p[m]);
+            p[u] = __fmaf_rn(s[4 * r + u], x[4 * r + u], p[u]);
     }
-    return memra__reduce8(p);
+    const bool upper = (j & 4u) != 0;
+    const float keep0 = upper ? p[2] : p[0], keep1 = upper ? p[3] : p[1];
+    const float send0 = upper ? p[0] : p[2], send1 = upper ? p[1] : p[3];
+    const float a0 = __fadd_rn(keep0, __shfl_xor_sync(MEMRA__FULL_MASK, send0, 4));
+    const float a1 = __fadd_rn(keep1, __shfl_xor_sync(MEMRA__FULL_MASK, send1, 4));
+
+    const bool second = (j & 2u) != 0;
+    const float keep = second ? a1 : a0, send = second ? a0 : a1;
+    float y = __fadd_rn(keep, __shfl_xor_sync(MEMRA__FULL_MASK, send, 2));
+
+    y = __fadd_rn(y, __shfl_xor_sync(MEMRA__FULL_MASK, y, 1));
+    y = __fadd_rn(y, __shfl_xor_sync(MEMRA__FULL_MASK, y, 4));
+    y = __fadd_rn(y, __shfl_xor_sync(MEMRA__FULL_MASK, y, 2));
+    return y;
+}
+
+/* One row's inputs for this thread: its 16 elements of k and q, the v of its columns, g_log
+ * and beta of the head. */
+typedef struct scan_row {
+    float k[SCAN_ELEMS], q[SCAN_ELEMS];
+    float v[SCAN_NC];
+    float g, beta;
+} scan_row;
+
+/*
+ * One row of this thread's columns (docs/arithmetic.md, "Scan") with the row's inputs in `in`: the
+ * state update in s, o[c] (written by thread 0 of the group) and, when sn is not NULL, the
+ * post-row state to sn. The operations are written with explicit rounding intrinsics in exactly
+ * the form nvcc -O3 gives the contract's expressions (v - gd * kv is one fma, then a multiply by
+ * beta; gd * s + k * delta is a multiply, then an fma), so that no copy of this code (the two
+ * kernel instantiations) can be compiled differently from another: every row of every call
+ * computes the same bits, and the same bits as the 1.0.0 kernel that compiled the expressions
+ * (memra_bench --mode hash).
+ */
+template <bool VEC>
+static __device__ __forceinline__ void scan_row_step(float (&s)[SCAN_NC][SCAN_ELEMS],
+                                                     const scan_row &in, unsigned j, float scale,
+                                                     float *op, float *sn)
+{
+    const float gd = expf(in.g);
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++) {
+        const float kv = column_sum(s[n], in.k, j);
+        const float delta = __fmul_rn(__fmaf_rn(-gd, kv, in.v[n]), in.beta);
+#pragma unroll
+        for (int e = 0; e < SCAN_ELEMS; e++)
+            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(in.k[e], delta));
+        const float at = column_sum(s[n], in.q, j);
+        /* A journal fold runs rows whose outputs were already produced: op is NULL then. */
+        if (j == 0 && op != nullptr)
+            op[n] = __fmul_rn(at, scale);
+    }
+    if (sn != nullptr) {
+#pragma unroll
+        for (int n = 0; n < SCAN_NC; n++)
+            store_column<VEC>(sn + n * MEMRA__S, s[n]);
+    }
 }
 
 /*
- * One row of this thread's NC columns (docs/arithmetic.md, "Scan"): kv, delta, the state update
- * and at, with the row's k and q staged at sk and sq, v[n] the row's v of column n, gd =
- * expf(g_log) and bt = beta. The operations are written with explicit rounding intrinsics in
- * exactly the form nvcc -O3 gives the contract's expressions (v - gd * kv is one fma, then a
- * multiply by beta; gd * s + k * delta is a multiply, then an fma), so that no instantiation can
- * be compiled differently from another.
+ * The same row in two halves, for a caller that overlaps consecutive rows: row r + 1's kv reads
+ * the state that row r's update leaves, as row r's at does, so the two sums can be in flight
+ * together. scan_row_kv computes a row's kv (the contract's first sum); scan_row_rest runs the
+ * row's update, at and outputs from that kv exactly as scan_row_step does (same operations on
+ * the same values), and, when `has_next`, the next row's kv from its k (`k_next`) into kv_next.
  */
-template <int NC>
+static __device__ __forceinline__ void scan_row_kv(const float (&s)[SCAN_NC][SCAN_ELEMS],
+                                                   const float *k, unsigned j, float (&kv)[SCAN_NC])
+{
+#pragma unroll
+    for (int n = 0; n < SCAN_NC; n++)
+        kv[n] = column_sum(s[n], k, j);
+}
+
+template <bool VEC>
 static __device__ __forceinline__ void
-memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const float (&v)[NC],
-                float gd, float bt, unsigned j, float (&at)[NC], float (&delta)[NC])
+scan_row_rest(float (&s)[SCAN_NC][SCAN_ELEMS], const scan_row &in, const float (&kv)[SCAN_NC],
+              unsigned j, float scale, float *op, float *sn, bool has_next,
+              const float (&k_next)[SCAN_ELEMS], float (&kv_next)[SCAN_NC])
 {
-    float kk[32];
-    load_kq(kk, sk, j);
-    float kv[NC];
+    const float gd = expf(in.g);
 #pragma unroll
-    for (int n = 0; n < NC; n++)
-        kv[n] = memra__column_dot(s[n], kk);
+    for (int n = 0; n < SCAN_NC; n++) {
+        const float delta = __fmul_rn(__fmaf_rn(-gd, kv[n], in.v[n]), in.beta);
 #pragma unroll
-    for (int n = 0; n < NC; n++) {
-        delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
+        for (int e = 0; e < SCAN_ELEMS; e++)
+            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(in.k[e], delta));
     }
-    float qq[32];
-    load_kq(qq, sq, j);
+    float at[SCAN_NC];
 #pragma unroll
-    for (int n = 0; n < NC; n++)
-        at[n] = memra__column_dot(s[n], qq);
-}
-
-/*
- * The same row with the next row's kv computed beside this row's at (both read the state after
- * this row's update): `kv` holds this row's kv on entry and the next row's on return (from the
- * k staged at sk_next). The same operations on the same values as memra__scan_row; only one
- * reduction per row is then on the recurrence's critical path instead of two.
- */
-template <int NC>
-static __device__ __forceinline__ void
-memra__scan_row_pipe(float (&s)[NC][32], const float *sk, const float *sq, const float *sk_next,
-                     const float (&v)[NC], float gd, float bt, unsigned j, float (&kv)[NC],
-                     float (&at)[NC], float (&delta)[NC])
-{
-    {
-        float kk[32];
-        load_kq(kk, sk, j);
-#pragma unroll
-        for (int n = 0; n < NC; n++) {
-            delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
-#pragma unroll
-            for (int e = 0; e < 32; e++)
-                s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
-        }
+    for (int n = 0; n < SCAN_NC; n++) {
+        at[n] = column_sum(s[n], in.q, j);
+        if (has_next)
+            kv_next[n] = column_sum(s[n], k_next, j);
     }
-    float qq[32], kn[32];
-    load_kq(qq, sq, j);
-    load_kq(kn, sk_next, j);
 #pragma unroll
-    for (int n = 0; n < NC; n++) {
-        float pa[8], pk[8];
+    for (int n = 0; n < SCAN_NC; n++)
+        if (j == 0 && op != nullptr)
+            op[n] = __fmul_rn(at[n], scale);
+    if (sn != nullptr) {
 #pragma unroll
-        for (int m = 0; m < 8; m++) {
-            pa[m] = 0.0f;
-            pk[m] = 0.0f;
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                pa[m] = __fmaf_rn(s[n][8 * r + m], qq[8 * r + m], pa[m]);
-                pk[m] = __fmaf_rn(s[n][8 * r + m], kn[8 * r + m], pk[m]);
-            }
-        }
-        at[n] = memra__reduce8(pa);
-        kv[n] = memra__reduce8(pk);
-    }
-}
-
-/* One journal row folded into this thread's columns: the update of memra__scan_row with the
- * recorded delta, the same two roundings. */
-template <int NC>
-static __device__ __forceinline__ void
-memra__fold_row(float (&s)[NC][32], const float *sk, const float (&delta)[NC], float gd, unsigned j)
-{
-    float kk[32];
-    load_kq(kk, sk, j);
-#pragma unroll
-    for (int n = 0; n < NC; n++)
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
-}
-
-/* The block's state columns from global memory (column c of the block at src + c * S) into the
- * tile, asynchronously; memra__cp_wait_all and a barrier make them visible. */
-template <class C>
-static __device__ __forceinline__ void tile_load(float *tile, const float *src, bool vec)
-{
-    if (vec) {
-        for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S / 4; i += C::NT) {
-            const int c = i / (MEMRA__S / 4), q4 = i % (MEMRA__S / 4);
-            memra__cp16(tile + c * SCAN_SST + 4 * q4, src + (size_t)c * MEMRA__S + 4 * q4);
-        }
-    } else {
-        for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S; i += C::NT) {
-            const int c = i / MEMRA__S, r = i % MEMRA__S;
-            memra__cp4(tile + c * SCAN_SST + r, src + (size_t)c * MEMRA__S + r);
-        }
-    }
-}
-
-/* This thread's words of the tile into registers, and back. */
-template <class C>
-static __device__ __forceinline__ void tile_to_regs(float (&s)[C::NC][32], const float *tile,
-                                                    unsigned grp, unsigned j)
-{
-#pragma unroll
-    for (int n = 0; n < C::NC; n++)
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            s[n][e] = tile[(n * C::G + grp) * SCAN_SST + 32 * (e / 8) + 4 * (e % 8) + j];
-}
-
-/*
- * The state in registers to global memory (column c of the block at dst + c * S): each thread
- * writes its own tile words, then each warp writes the columns its threads hold (8 groups x NC
- * column sets) with one coalesced 16-byte store per lane and column. Only warp barriers are
- * needed: a warp reads only the tile words its own threads wrote.
- */
-template <class C>
-static __device__ __forceinline__ void
-regs_store(float *dst, float *tile, const float (&s)[C::NC][32], unsigned grp, unsigned j, bool vec)
-{
-#pragma unroll
-    for (int n = 0; n < C::NC; n++)
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            tile[(n * C::G + grp) * SCAN_SST + 32 * (e / 8) + 4 * (e % 8) + j] = s[n][e];
-    __syncwarp();
-    const unsigned lane = threadIdx.x % MEMRA__LANES, warp = threadIdx.x / MEMRA__LANES;
-#pragma unroll
-    for (int n = 0; n < C::NC; n++)
-#pragma unroll
-        for (int g = 0; g < 8; g++) {
-            const int c = n * C::G + 8 * warp + g;
-            const float4 x = *(const float4 *)(tile + c * SCAN_SST + 4 * lane);
-            float *p = dst + (size_t)c * MEMRA__S + 4 * lane;
-            if (vec) {
-                *(float4 *)p = x;
-            } else {
-                p[0] = x.x;
-                p[1] = x.y;
-                p[2] = x.z;
-                p[3] = x.w;
-            }
-        }
-    __syncwarp();
-}
-
-/* The state in registers to global memory without the tile: one 4-byte store per element, the
- * four threads of a group covering 16 contiguous bytes of a column. The narrow shape, whose few
- * blocks are latency-bound, stores its snapshots this way: the stores leave at once instead of
- * waiting behind two warp barriers and a round trip through shared memory. */
-template <class C>
-static __device__ __forceinline__ void regs_store_direct(float *dst, const float (&s)[C::NC][32],
-                                                         unsigned grp, unsigned j)
-{
-#pragma unroll
-    for (int n = 0; n < C::NC; n++)
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            dst[(size_t)(n * C::G + grp) * MEMRA__S + 32 * (e / 8) + 4 * (e % 8) + j] = s[n][e];
-}
-
-/*
- * Everything a scan launch reads (kernels.h's memra__scan_args, resolved for the kernel body, or
- * the verify's workspace view). Row r of sequence b, head h: q and k at
- * ((b * t + r) * qk_heads + qk_head(h)) * S, v at ((b * t + r) * num_v + h) * S, g_log and beta
- * at (b * t + r) * num_v + h, o like v.
- */
-typedef struct memra__scan_job {
-    const uint64_t *in_table, *out_table;
-    size_t in_stride, out_stride;
-    const float *state_in;
-    float *state_out;
-    const float *q, *k, *v, *g_log, *beta;
-    float *o, *snap;
-    size_t num_v, num_k, qk_heads, t;
-    float scale;
-    int grouped;
-    /* Verify only: the prologue's verdict on each sequence's journal (table entry 2). */
-    const uint32_t *seq_info;
-    size_t conv_dim;
-    uint32_t d_conv;
-} memra__scan_job;
-
-/* What a scan launch writes besides o: the final state (FINAL), the final state and a
- * snapshot after every row but the last (SNAP), or, after folding a journal, the folded state
- * and the new rows' journal entries (JOURNAL). Each is its own instantiation, so that the row
- * loop of one carries no code of another. */
-enum { SCAN_FINAL, SCAN_SNAP, SCAN_JOURNAL };
-
-/* The staging buffers of a block (gdn_scan.cuh's header: tile, then TC rows of k, q, v, gd,
- * beta). */
-extern __shared__ __align__(16) float memra__scan_smem[];
-
-/* Every pointer is derived from the shared array itself, so that the compiler knows them all to
- * be shared-memory addresses (32-bit, LDS/STS) rather than generic ones. */
-template <class C> struct scan_smem {
-    float *tile, *k, *q, *v, *gd, *bt;
-    __device__ __forceinline__ scan_smem()
-        : tile(memra__scan_smem), k(memra__scan_smem + C::TILE),
-          q(memra__scan_smem + C::TILE + C::TC * SCAN_KST),
-          v(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST),
-          gd(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS),
-          bt(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS + C::TC)
-    {
-    }
-};
-
-/* Which rows of which inputs a block reads: row r of sequence b, head h (q and k of key or value
- * head qkh), columns c0 .. c0 + COLS - 1. */
-struct scan_pos {
-    size_t b, h, qkh, c0, off;
-};
-
-/* Stages new rows r0 .. r0 + nr - 1 (their k, q, v, gd and beta) and waits for them (and for
- * every copy issued before, the state tile among them). */
-template <class C, bool VERIFY>
-static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, const scan_pos &p,
-                                                  const scan_smem<C> &sm, size_t r0, int nr)
-{
-    const size_t t = a.t, num_v = a.num_v;
-    const bool vvec = ((uintptr_t)a.v & 15u) == 0;
-    for (int rr = 0; rr < nr; rr++) {
-        const size_t row = p.b * t + r0 + rr;
-        const size_t kr = (row * a.qk_heads + p.qkh) * MEMRA__S;
-        if (VERIFY) {
-            stage_kq_perm<C::NT>(sm.k + rr * SCAN_KST, a.k + kr, true);
-            stage_kq_perm<C::NT>(sm.q + rr * SCAN_KST, a.q + kr, true);
-        } else {
-            stage_kq_natural<C::NT>(sm.k + rr * SCAN_KST, a.k + kr);
-            stage_kq_natural<C::NT>(sm.q + rr * SCAN_KST, a.q + kr);
-        }
-        stage_run<C::NT>(sm.v + rr * C::COLS, a.v + (row * num_v + p.h) * MEMRA__S + p.c0, C::COLS,
-                         vvec);
-    }
-    if ((int)threadIdx.x < nr) {
-        const size_t hr = (p.b * t + r0 + threadIdx.x) * num_v + p.h;
-        sm.gd[threadIdx.x] = expf(a.g_log[hr]);
-        sm.bt[threadIdx.x] = a.beta[hr];
-    }
-    memra__cp_wait_all();
-    __syncthreads();
-}
-
-/*
- * The scan of one block: (sequence b, head h, columns c0 .. c0 + COLS - 1). VERIFY selects the
- * verify's form: inputs from the prologue's workspace (transposed, per key head), the state read
- * before griddepcontrol.wait (the prologue, which runs before, never writes a state, and it lets
- * this kernel launch only after its own wait, so every earlier writer of the state has
- * completed), and the dependents' trigger after the row loop. The 1.0 form enters with
- * memra__pdl_enter as every 1.0 kernel does. OUT is what the block writes besides o (above).
- */
-template <class C, bool VERIFY, int OUT, bool PIPE>
-static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &a)
-{
-    const scan_smem<C> sm;
-    if (!VERIFY)
-        memra__pdl_enter();
-
-    const unsigned tid = threadIdx.x, j = tid % 4, grp = tid / 4;
-    const size_t cb = blockIdx.x % C::BPH, bh = blockIdx.x / C::BPH;
-    const size_t t = a.t, num_v = a.num_v;
-    const size_t head_words = (size_t)MEMRA__S * MEMRA__S, state_words = num_v * head_words;
-    scan_pos p;
-    p.h = bh % num_v;
-    p.b = bh / num_v;
-    p.c0 = cb * C::COLS;
-    p.qkh = !VERIFY ? p.h : a.grouped ? p.h / (num_v / a.num_k) : p.h % a.num_k;
-    p.off = p.h * head_words + p.c0 * MEMRA__S;
-    const size_t b = p.b;
-
-    /* Table entries are read when the kernel executes: a replayed graph follows the table. The
-     * state pointers may alias each other (in place); a block reads all its columns before it
-     * writes any, and no block touches another's. */
-    const float *const sin =
-        (a.in_table != nullptr ? (const float *)(uintptr_t)a.in_table[b * a.in_stride]
-                               : a.state_in) +
-        p.off;
-    float *const sout =
-        (a.out_table != nullptr ? (float *)(uintptr_t)a.out_table[b * a.out_stride] : a.state_out) +
-        p.off;
-    const bool svec = (((uintptr_t)sin | (uintptr_t)sout) & 15u) == 0;
-    tile_load<C>(sm.tile, sin, svec);
-
-    if (VERIFY)
-        memra__pdl_wait();
-
-    float s[C::NC][32];
-    /* This thread's output column(s) of row 0; a row advances by num_v heads. */
-    float *op = a.o + (b * t * num_v + p.h) * MEMRA__S + p.c0 + grp;
-    const size_t row_step = num_v * MEMRA__S;
-
-    /* JOURNAL: n accepted rows to fold from slot `half`, the new rows go to slot 1 - half. */
-    float *jr = nullptr;
-    uint32_t half = 0;
-    const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, a.num_k);
-    const size_t jk = a.conv_dim, jd = jk + a.num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
-    if (OUT == SCAN_JOURNAL) {
-        const uint32_t n = a.seq_info[3 * b];
-        half = a.seq_info[3 * b + 1];
-        if (half == SCAN_REFUSED) {
-            memra__cp_wait_all();
-            return;
-        }
-        jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
-        const bool jvec = ((uintptr_t)jr & 15u) == 0;
-        /* The fold, TC journal rows at a time: each `s = fma(gd, s, k * delta)` with the k,
-         * delta and gd the verify that wrote the row recorded. */
-        for (uint32_t r0 = 0; r0 < n; r0 += C::TC) {
-            const int nr = (int)(n - r0 < (uint32_t)C::TC ? n - r0 : (uint32_t)C::TC);
-            if (r0 > 0)
-                __syncthreads();
-            for (int rr = 0; rr < nr; rr++) {
-                const float *src =
-                    jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + rr) + half) * jrow;
-                stage_kq_perm<C::NT>(sm.k + rr * SCAN_KST, src + jk + p.qkh * MEMRA__S, jvec);
-                stage_run<C::NT>(sm.v + rr * C::COLS, src + jd + p.h * MEMRA__S + p.c0, C::COLS,
-                                 jvec);
-                if (tid == 0)
-                    memra__cp4(sm.gd + rr, src + jg + p.h);
-            }
-            memra__cp_wait_all();
-            __syncthreads();
-            if (r0 == 0)
-                tile_to_regs<C>(s, sm.tile, grp, j);
-#pragma unroll 1
-            for (int rr = 0; rr < nr; rr++) {
-                float d[C::NC];
-#pragma unroll
-                for (int nn = 0; nn < C::NC; nn++)
-                    d[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
-                memra__fold_row<C::NC>(s, sm.k + rr * SCAN_KST, d, sm.gd[rr], j);
-            }
-        }
-        if (n > 0) {
-            regs_store<C>(sout, sm.tile, s, grp, j, svec);
-            __syncthreads(); /* the staging buffers are rewritten below */
-        }
-    }
-
-    for (size_t r0 = 0; r0 < t; r0 += C::TC) {
-        const int nr = (int)(t - r0 < (size_t)C::TC ? t - r0 : C::TC);
-        if (r0 > 0)
-            __syncthreads(); /* the previous chunk's staging has been read */
-        stage_rows<C, VERIFY>(a, p, sm, r0, nr);
-        if (r0 == 0 && !(OUT == SCAN_JOURNAL && a.seq_info[3 * b] > 0))
-            tile_to_regs<C>(s, sm.tile, grp, j);
-
-        float kv[C::NC];
-        if (PIPE) {
-            float kk[32];
-            load_kq(kk, sm.k, j);
-#pragma unroll
-            for (int nn = 0; nn < C::NC; nn++)
-                kv[nn] = memra__column_dot(s[nn], kk);
-        }
-#pragma unroll 1
-        for (int rr = 0; rr < nr; rr++) {
-            const size_t r = r0 + rr;
-            float vv[C::NC], at[C::NC], delta[C::NC];
-#pragma unroll
-            for (int nn = 0; nn < C::NC; nn++)
-                vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
-            if (PIPE)
-                memra__scan_row_pipe<C::NC>(s, sm.k + rr * SCAN_KST, sm.q + rr * SCAN_KST,
-                                            sm.k + (rr + 1 < nr ? rr + 1 : rr) * SCAN_KST, vv,
-                                            sm.gd[rr], sm.bt[rr], j, kv, at, delta);
-            else
-                memra__scan_row<C::NC>(s, sm.k + rr * SCAN_KST, sm.q + rr * SCAN_KST, vv, sm.gd[rr],
-                                       sm.bt[rr], j, at, delta);
-#pragma unroll
-            for (int nn = 0; nn < C::NC; nn++)
-                if (j == (unsigned)nn)
-                    op[nn * C::G] = __fmul_rn(at[nn], a.scale);
-            if (OUT == SCAN_JOURNAL) {
-                float *jn = jr + MEMRA__JOURNAL_HEADER + (2 * r + 1 - half) * jrow;
-#pragma unroll
-                for (int nn = 0; nn < C::NC; nn++)
-                    if (j == (unsigned)nn)
-                        jn[jd + p.h * MEMRA__S + p.c0 + nn * C::G + grp] = delta[nn];
-                if (cb == 0 && tid == 0)
-                    jn[jg + p.h] = sm.gd[rr];
-            }
-            if (OUT == SCAN_SNAP && r + 1 < t) {
-                float *sn = a.snap + (b * (t - 1) + r) * state_words + p.off;
-                if (C::NC == 1)
-                    regs_store_direct<C>(sn, s, grp, j);
-                else
-                    regs_store<C>(sn, sm.tile, s, grp, j, ((uintptr_t)a.snap & 15u) == 0);
-            }
-            op += row_step;
-        }
-    }
-    memra__cp_wait_all(); /* a commit of no rows never waited for its tile */
-
-    if (VERIFY)
-        memra__pdl_trigger();
-    if (OUT != SCAN_JOURNAL) {
-        regs_store<C>(sout, sm.tile, s, grp, j, svec);
-        return;
-    }
-    /* The journal's header, by one block of the sequence: no block of this kernel reads it (the
-     * prologue passed its verdict through seq_info), and the next operation runs after this
-     * one has completed. */
-    if (p.h == 0 && cb == 0 && tid == 0) {
-        uint32_t *hd = (uint32_t *)jr;
-        hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
-        hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
-        hd[MEMRA__JH_D_STATE] = MEMRA__S;
-        hd[MEMRA__JH_NUM_K] = (uint32_t)a.num_k;
-        hd[MEMRA__JH_NUM_V] = (uint32_t)num_v;
-        hd[MEMRA__JH_D_CONV] = a.d_conv;
-        hd[MEMRA__JH_GROUPED] = (uint32_t)a.grouped;
-        hd[MEMRA__JH_T_MAX] = a.seq_info[3 * b + 2];
-        hd[MEMRA__JH_ROWS] = (uint32_t)t;
-        hd[MEMRA__JH_HALF] = t > 0 ? 1u - half : 0u;
+        for (int n = 0; n < SCAN_NC; n++)
+            store_column<VEC>(sn + n * MEMRA__S, s[n]);
     }
 }
 

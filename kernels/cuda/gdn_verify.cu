@@ -18,17 +18,17 @@
  *    verdict in the workspace for the scan. It waits for its predecessor before it reads
  *    anything, and only then lets the scan launch.
  *
- * 2. The scan (gdn_verify_scan_kernel) is gdn_scan.cuh's row loop, shared with the 1.0 scans:
- *    it issues its state loads before griddepcontrol.wait, so the state transfer overlaps the
- *    prologue; then it reads the normalised rows from the workspace, folds the journal's accepted
- *    rows (reduction-free: the recorded deltas), runs the new rows, and writes the outputs, the
- *    snapshots, the final state or the folded state, the new rows' deltas and the journal header.
+ * 2. The scan (gdn_verify_scan_kernel) is gdn_rowloop.cuh's row loop: it issues its state loads
+ * before griddepcontrol.wait, so the state transfer overlaps the prologue; then it reads the
+ * normalised rows from the workspace, folds the journal's accepted rows (reduction-free: the
+ * recorded deltas), runs the new rows, and writes the outputs, the snapshots, the final state or
+ * the folded state, the new rows' deltas and the journal header.
  *
- * Every value comes from the functions the 1.0 kernels use (gdn_math.cuh's conv row,
- * normalisation and gates; gdn_scan.cuh's row), so the verify is bit-identical to the 1.0
- * program by construction. A sequence whose journal or count is refused is not touched by
- * either kernel (ring, state, journal, outputs) and the finding is recorded in the engine's
- * error record.
+ * The conv row, the normalisation and the gates are the 1.0 kernels' own functions (gdn_math.cuh);
+ * the scan row is the contract's in gdn_rowloop.cuh's layout, with every rounding pinned. The suite
+ * checks every verify against the 1.0 program with memcmp. A sequence whose journal or count is
+ * refused is not touched by either kernel (ring, state, journal, outputs) and the finding is
+ * recorded in the engine's error record.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -36,7 +36,7 @@
 
 #include "gdn_common.cuh"
 #include "gdn_math.cuh"
-#include "gdn_scan.cuh"
+#include "gdn_rowloop.cuh"
 #include "kernels.h"
 
 /* Prologue blocks: one thread per channel of a head; rows normalised PRO_CHUNK at a time. */
@@ -184,7 +184,8 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
     __shared__ __align__(16) float sy[PRO_CHUNK][MEMRA__S];
 
     /* Nothing is read before the predecessor has completed; the scan may launch only then, so
-     * that the state it reads before its own wait is the completed predecessors' (gdn_scan.cuh). */
+     * that the state it reads before its own wait is the completed predecessors' (gdn_rowloop.cuh).
+     */
     memra__pdl_wait();
     memra__pdl_trigger();
 
@@ -311,7 +312,7 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
     }
 }
 
-/* The verify's scan: gdn_scan.cuh's block in its verify form (shapes as in gdn_scan.cu). */
+/* The verify's scan: gdn_rowloop.cuh's block in the two shapes below. */
 typedef scan_cfg<2, 64, 8> vscan_wide8;
 typedef scan_cfg<2, 64, 16> vscan_wide16;
 typedef scan_cfg<1, 16, 8> vscan_narrow8;
@@ -320,7 +321,7 @@ typedef scan_cfg<1, 16, 16> vscan_narrow16;
 template <class C, int OUT, bool PIPE, int MINB>
 __global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memra__scan_job a)
 {
-    memra__scan_block<C, true, OUT, PIPE>(a);
+    memra__scan_block<C, OUT, PIPE>(a);
 }
 
 template <class C, int OUT, bool PIPE, int MINB>

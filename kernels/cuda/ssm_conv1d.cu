@@ -116,10 +116,6 @@ __global__ void __launch_bounds__(CONV_THREADS)
 /* Grid: x covers the channels in blocks of CONV_THREADS, y the sequences. */
 template <int DCONV> static int launch_conv(const memra__conv_args *a, void *stream)
 {
-    /* The carveout every kernel of a verify shares (memra__kernel_attributes). */
-    const cudaError_t err = memra__kernel_attributes<ssm_conv1d_kernel<DCONV>>(0);
-    if (err != cudaSuccess)
-        return (int)err;
     const unsigned gy = a->b_n < CONV_MAX_GRID_Y ? (unsigned)a->b_n : CONV_MAX_GRID_Y;
     const dim3 grid((unsigned)((a->conv_dim + CONV_THREADS - 1) / CONV_THREADS), gy);
     return memra__launch(ssm_conv1d_kernel<DCONV>, grid, dim3(CONV_THREADS), stream, a->qkv,

@@ -1592,8 +1592,8 @@ static void cmd_journal_len(reader *r)
         verdict = d_state != S ? V_REFUSE : V_INVALID;
     else if (d_state != S)
         verdict = d_state == 0 ? V_REFUSE : V_UNSUPPORTED;
-    else if (ovf || low > SIZE_MAX / sizeof(float))
-        verdict = V_INVALID;
+    else if (ovf || low > SIZE_MAX / sizeof(float) || t_max > UINT32_MAX)
+        verdict = V_INVALID; /* a journal's header records t_max in 32 bits */
     else if (low < ((size_t)1 << 48))
         verdict = V_OK;
     else

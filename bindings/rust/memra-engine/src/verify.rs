@@ -154,6 +154,12 @@ pub struct VerifyArgs<'a> {
     pub snap_conv: Option<&'a mut dyn DevicePtrMut<f32>>,
     /// Snapshots mode: `[b_n, t-1, num_v, 128, 128]`.
     pub snap_ssm: Option<&'a mut dyn DevicePtrMut<f32>>,
+    /// Journal mode and commit: the `t_max` the journals were sized with
+    /// (`memra_gdn_journal_len`); 0 (the default) declares none.
+    pub journal_t_max: usize,
+    /// Optional scratch of `memra_gdn_verify_workspace_len` f32 for the CUDA verify; without
+    /// one the engine uses its own.
+    pub workspace: Option<&'a mut dyn DevicePtrMut<f32>>,
 }
 
 /// Builder methods that set fields: plain values (`name: T`), buffer inputs of `T` elements
@@ -220,6 +226,8 @@ impl<'a> VerifyArgs<'a> {
             g_log: None,
             snap_conv: None,
             snap_ssm: None,
+            journal_t_max: 0,
+            workspace: None,
         }
     }
 
@@ -233,6 +241,8 @@ impl<'a> VerifyArgs<'a> {
             eps: f32;
             /// Sets the output scale.
             scale: f32;
+            /// Sets the capacity the journals were sized with.
+            journal_t_max: usize;
         }
         inputs {
             /// Sets the new rows.
@@ -271,6 +281,8 @@ impl<'a> VerifyArgs<'a> {
             snap_conv;
             /// Sets the state snapshots.
             snap_ssm;
+            /// Gives the verify a workspace of its own.
+            workspace;
         }
     }
 }
@@ -351,6 +363,8 @@ impl Engine {
         raw.g_log = f32_out("g_log", &args.g_log)?;
         raw.snap_conv = f32_out("snap_conv", &args.snap_conv)?;
         raw.snap_ssm = f32_out("snap_ssm", &args.snap_ssm)?;
+        raw.journal_t_max = args.journal_t_max;
+        raw.workspace = f32_out("workspace", &args.workspace)?;
         Ok(raw)
     }
 

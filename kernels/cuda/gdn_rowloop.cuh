@@ -1,0 +1,611 @@
+/*
+ * The verify's row loop: the kernel body of the scan of every verify mode and of the journal
+ * commit (gdn_verify.cu). Every row goes through memra__scan_row (or its pipelined form) below,
+ * whose rounding is pinned operation by operation, so no instantiation can compute different
+ * bits; the 1.0 scans (gdn_scan.cu, gdn_scan.cuh) run the same contract in their own layout, and
+ * the suite's memcmp checks of every verify against the 1.0 program hold the two together.
+ *
+ * Thread mapping. The contract (docs/arithmetic.md) describes one column of one head as 32
+ * "lanes": lane L owns the state rows i = 32r + L (r = 0..3), accumulates its partial dot
+ * product over r, and the 32 partials are summed by a pairwise tree with strides 16, 8, 4, 2, 1.
+ * Here FOUR threads carry a column: thread j (0..3) of the group plays the lanes L = 4m + j,
+ * m = 0..7, i.e. holds the 32 rows i = 32r + 4m + j in s[n][8r + m]. Lanes 4m + j and 4(m+4) + j
+ * are both thread j's, and so are L and L + 8, L and L + 4: the tree's strides 16, 8 and 4 are
+ * plain additions inside the thread, and only strides 2 and 1 cross threads (two shuffles per
+ * reduction, no selects). A thread carries NC columns (n = 0..NC-1, columns n * G + group), a
+ * block COLS adjacent columns of one (sequence, head), so a head is S / COLS blocks.
+ *
+ * Staging. A thread's state rows are 4 floats apart, so the state goes through a padded
+ * shared-memory tile: the block's COLS columns (contiguous in the transposed state) arrive by
+ * 16-byte cp.async into columns of SST floats, each thread then reads its own 32 words per
+ * column (conflict-free: the pad of 4 floats puts the 8 groups of a warp on different banks), and
+ * results leave the same way (each thread writes its own words, then the warp writes its columns
+ * with coalesced 16-byte stores). k and q are staged transposed: element e = 4w + u of a row sits
+ * at [u * 40 + w], so thread j reads its 32 elements (u = j, w = 8r + m) with eight 16-byte loads;
+ * v, g_log and beta of a row are staged beside them. Rows are staged TC at a time.
+ *
+ * Inputs. The scan reads the workspace its prologue kernel wrote ([rows, num_k, S] for q and k,
+ * one row per KEY head, already in the transposed order, staged with 16-byte copies).
+ *
+ * Journal (verify in JOURNAL mode and the commit): before the new rows, the block folds the
+ * journal's accepted rows, each `s = fma(gd, s, k * delta)` per element with the rounded delta
+ * the verify that wrote it computed (the per-row update's own operands and roundings: no
+ * reduction), writes the folded state back in place, then runs the new rows and records their
+ * deltas.
+ */
+#ifndef MEMRA_GDN_ROWLOOP_CUH
+#define MEMRA_GDN_ROWLOOP_CUH
+
+#include "gdn_common.cuh"
+
+/* A staged state column (128 rows + 4 pad), a staged k or q row, and its four runs. */
+#define SCAN_SST 132
+#define SCAN_KRUN 40
+#define SCAN_KST (4 * SCAN_KRUN)
+/* The slot word of seq_info (n, slot, capacity per sequence) for a sequence the prologue
+ * refused (gdn_verify.cu). */
+#define SCAN_REFUSED 0xffffffffu
+
+/* A block's shape: NC columns per thread, COLS per block, TC rows staged at a time. */
+template <int NC_, int COLS_, int TC_> struct scan_cfg {
+    static constexpr int NC = NC_, COLS = COLS_, TC = TC_;
+    static constexpr int G = COLS / NC; /* column groups */
+    static constexpr int NT = G * 4;    /* threads */
+    static constexpr int WARPS = NT / MEMRA__LANES;
+    static constexpr int BPH = MEMRA__S / COLS; /* blocks per head */
+    static constexpr int TILE = COLS * SCAN_SST;
+    static constexpr int FLOATS = TILE + 2 * TC * SCAN_KST + TC * COLS + 2 * TC;
+    static constexpr size_t SMEM = (size_t)FLOATS * sizeof(float);
+    static_assert(G % 8 == 0, "a warp holds 8 whole groups of every column set");
+    static_assert(TC % 4 == 0, "16-byte aligned staging rows");
+};
+
+/* Asynchronous global-to-shared copies (sm_80 and newer; a plain load and store before). */
+static __device__ __forceinline__ void memra__cp16(float *dst, const float *src)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+#else
+    *(float4 *)dst = *(const float4 *)src;
+#endif
+}
+static __device__ __forceinline__ void memra__cp4(float *dst, const float *src)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+#else
+    *dst = *src;
+#endif
+}
+static __device__ __forceinline__ void memra__cp_wait_all(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\ncp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+/* griddepcontrol.wait and .launch_dependents on their own (memra__pdl_enter does both). */
+static __device__ __forceinline__ void memra__pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void memra__pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* n floats (a multiple of 4) from src to dst by the block's NT threads, 16-byte copies when
+ * `vec` (both 16-byte aligned), 4-byte ones otherwise: the same words either way. */
+template <int NT>
+static __device__ __forceinline__ void stage_run(float *dst, const float *src, int n, bool vec)
+{
+    if (vec) {
+        for (int i = (int)threadIdx.x; i < n / 4; i += NT)
+            memra__cp16(dst + 4 * i, src + 4 * i);
+    } else {
+        for (int i = (int)threadIdx.x; i < n; i += NT)
+            memra__cp4(dst + i, src + i);
+    }
+}
+
+/* A k or q row already transposed (element 4w + u at src[32u + w]) into the staging row: four
+ * runs of 32 floats. */
+template <int NT>
+static __device__ __forceinline__ void stage_kq_perm(float *dst, const float *src, bool vec)
+{
+    if (vec) {
+        for (int i = (int)threadIdx.x; i < MEMRA__S / 4; i += NT)
+            memra__cp16(dst + (i / 8) * SCAN_KRUN + 4 * (i % 8), src + 4 * i);
+    } else {
+        for (int i = (int)threadIdx.x; i < MEMRA__S; i += NT)
+            memra__cp4(dst + (i / 32) * SCAN_KRUN + i % 32, src + i);
+    }
+}
+
+/* Where element i of a 128-vector goes in the transposed order: 32 * (i % 4) + i / 4. */
+static __device__ __forceinline__ int memra__perm_index(int i)
+{
+    return MEMRA__LANES * (i % 4) + i / 4;
+}
+
+/* This thread's 32 elements of a staged k or q row, x[8r + m] = element 32r + 4m + j. */
+static __device__ __forceinline__ void load_kq(float (&x)[32], const float *row, unsigned j)
+{
+#pragma unroll
+    for (int r = 0; r < 4; r++) {
+        const float4 a = *(const float4 *)(row + SCAN_KRUN * j + 8 * r);
+        const float4 b = *(const float4 *)(row + SCAN_KRUN * j + 8 * r + 4);
+        x[8 * r + 0] = a.x;
+        x[8 * r + 1] = a.y;
+        x[8 * r + 2] = a.z;
+        x[8 * r + 3] = a.w;
+        x[8 * r + 4] = b.x;
+        x[8 * r + 5] = b.y;
+        x[8 * r + 6] = b.z;
+        x[8 * r + 7] = b.w;
+    }
+}
+
+/*
+ * The contract's 32-lane sum of a column's dot product, this thread holding the partials of lanes
+ * 4m + j in p[m]. Strides 16 (m + 4), 8 (m + 2) and 4 (m + 1) are this thread's own additions;
+ * strides 2 and 1 pair thread j with j ^ 2 and j ^ 1. Every addition has exactly the tree's two
+ * operands (lane L adds lane L + stride; a thread whose j has the stride's bit set adds the same
+ * two values the other way round, and IEEE addition is commutative), so every thread of the group
+ * ends with the tree's total: lane 0's value, which is also what the contract's butterfly
+ * all-reduce (kv) leaves in every lane.
+ */
+static __device__ __forceinline__ float memra__reduce8(const float (&p)[8])
+{
+    const float a0 = __fadd_rn(p[0], p[4]), a1 = __fadd_rn(p[1], p[5]);
+    const float a2 = __fadd_rn(p[2], p[6]), a3 = __fadd_rn(p[3], p[7]);
+    const float b0 = __fadd_rn(a0, a2), b1 = __fadd_rn(a1, a3);
+    float c = __fadd_rn(b0, b1);
+    c = __fadd_rn(c, __shfl_xor_sync(MEMRA__FULL_MASK, c, 2));
+    c = __fadd_rn(c, __shfl_xor_sync(MEMRA__FULL_MASK, c, 1));
+    return c;
+}
+
+/* The dot product of this thread's column s with x (both in the thread's lane order): each
+ * lane's fma chain over r from 0.0f, then the tree. */
+static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
+                                                          const float (&x)[32])
+{
+    float p[8];
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        p[m] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            p[m] = __fmaf_rn(s[8 * r + m], x[8 * r + m], p[m]);
+    }
+    return memra__reduce8(p);
+}
+
+/*
+ * One row of this thread's NC columns (docs/arithmetic.md, "Scan"): kv, delta, the state update
+ * and at, with the row's k and q staged at sk and sq, v[n] the row's v of column n, gd =
+ * expf(g_log) and bt = beta. The operations are written with explicit rounding intrinsics in
+ * exactly the form nvcc -O3 gives the contract's expressions (v - gd * kv is one fma, then a
+ * multiply by beta; gd * s + k * delta is a multiply, then an fma), so that no instantiation can
+ * be compiled differently from another.
+ */
+template <int NC>
+static __device__ __forceinline__ void
+memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const float (&v)[NC],
+                float gd, float bt, unsigned j, float (&at)[NC], float (&delta)[NC])
+{
+    float kk[32];
+    load_kq(kk, sk, j);
+    float kv[NC];
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+        kv[n] = memra__column_dot(s[n], kk);
+#pragma unroll
+    for (int n = 0; n < NC; n++) {
+        delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
+    }
+    float qq[32];
+    load_kq(qq, sq, j);
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+        at[n] = memra__column_dot(s[n], qq);
+}
+
+/*
+ * The same row with the next row's kv computed beside this row's at (both read the state after
+ * this row's update): `kv` holds this row's kv on entry and the next row's on return (from the
+ * k staged at sk_next). The same operations on the same values as memra__scan_row; only one
+ * reduction per row is then on the recurrence's critical path instead of two.
+ */
+template <int NC>
+static __device__ __forceinline__ void
+memra__scan_row_pipe(float (&s)[NC][32], const float *sk, const float *sq, const float *sk_next,
+                     const float (&v)[NC], float gd, float bt, unsigned j, float (&kv)[NC],
+                     float (&at)[NC], float (&delta)[NC])
+{
+    {
+        float kk[32];
+        load_kq(kk, sk, j);
+#pragma unroll
+        for (int n = 0; n < NC; n++) {
+            delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
+#pragma unroll
+            for (int e = 0; e < 32; e++)
+                s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
+        }
+    }
+    float qq[32], kn[32];
+    load_kq(qq, sq, j);
+    load_kq(kn, sk_next, j);
+#pragma unroll
+    for (int n = 0; n < NC; n++) {
+        float pa[8], pk[8];
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            pa[m] = 0.0f;
+            pk[m] = 0.0f;
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                pa[m] = __fmaf_rn(s[n][8 * r + m], qq[8 * r + m], pa[m]);
+                pk[m] = __fmaf_rn(s[n][8 * r + m], kn[8 * r + m], pk[m]);
+            }
+        }
+        at[n] = memra__reduce8(pa);
+        kv[n] = memra__reduce8(pk);
+    }
+}
+
+/* One journal row folded into this thread's columns: the update of memra__scan_row with the
+ * recorded delta, the same two roundings. */
+template <int NC>
+static __device__ __forceinline__ void
+memra__fold_row(float (&s)[NC][32], const float *sk, const float (&delta)[NC], float gd, unsigned j)
+{
+    float kk[32];
+    load_kq(kk, sk, j);
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
+}
+
+/* The block's state columns from global memory (column c of the block at src + c * S) into the
+ * tile, asynchronously; memra__cp_wait_all and a barrier make them visible. */
+template <class C>
+static __device__ __forceinline__ void tile_load(float *tile, const float *src, bool vec)
+{
+    if (vec) {
+        for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S / 4; i += C::NT) {
+            const int c = i / (MEMRA__S / 4), q4 = i % (MEMRA__S / 4);
+            memra__cp16(tile + c * SCAN_SST + 4 * q4, src + (size_t)c * MEMRA__S + 4 * q4);
+        }
+    } else {
+        for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S; i += C::NT) {
+            const int c = i / MEMRA__S, r = i % MEMRA__S;
+            memra__cp4(tile + c * SCAN_SST + r, src + (size_t)c * MEMRA__S + r);
+        }
+    }
+}
+
+/* This thread's words of the tile into registers, and back. */
+template <class C>
+static __device__ __forceinline__ void tile_to_regs(float (&s)[C::NC][32], const float *tile,
+                                                    unsigned grp, unsigned j)
+{
+#pragma unroll
+    for (int n = 0; n < C::NC; n++)
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            s[n][e] = tile[(n * C::G + grp) * SCAN_SST + 32 * (e / 8) + 4 * (e % 8) + j];
+}
+
+/*
+ * The state in registers to global memory (column c of the block at dst + c * S): each thread
+ * writes its own tile words, then each warp writes the columns its threads hold (8 groups x NC
+ * column sets) with one coalesced 16-byte store per lane and column. Only warp barriers are
+ * needed: a warp reads only the tile words its own threads wrote.
+ */
+template <class C>
+static __device__ __forceinline__ void
+regs_store(float *dst, float *tile, const float (&s)[C::NC][32], unsigned grp, unsigned j, bool vec)
+{
+#pragma unroll
+    for (int n = 0; n < C::NC; n++)
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            tile[(n * C::G + grp) * SCAN_SST + 32 * (e / 8) + 4 * (e % 8) + j] = s[n][e];
+    __syncwarp();
+    const unsigned lane = threadIdx.x % MEMRA__LANES, warp = threadIdx.x / MEMRA__LANES;
+#pragma unroll
+    for (int n = 0; n < C::NC; n++)
+#pragma unroll
+        for (int g = 0; g < 8; g++) {
+            const int c = n * C::G + 8 * warp + g;
+            const float4 x = *(const float4 *)(tile + c * SCAN_SST + 4 * lane);
+            float *p = dst + (size_t)c * MEMRA__S + 4 * lane;
+            if (vec) {
+                *(float4 *)p = x;
+            } else {
+                p[0] = x.x;
+                p[1] = x.y;
+                p[2] = x.z;
+                p[3] = x.w;
+            }
+        }
+    __syncwarp();
+}
+
+/* The state in registers to global memory without the tile: one 4-byte store per element, the
+ * four threads of a group covering 16 contiguous bytes of a column. The narrow shape, whose few
+ * blocks are latency-bound, stores its snapshots this way: the stores leave at once instead of
+ * waiting behind two warp barriers and a round trip through shared memory. */
+template <class C>
+static __device__ __forceinline__ void regs_store_direct(float *dst, const float (&s)[C::NC][32],
+                                                         unsigned grp, unsigned j)
+{
+#pragma unroll
+    for (int n = 0; n < C::NC; n++)
+#pragma unroll
+        for (int e = 0; e < 32; e++)
+            dst[(size_t)(n * C::G + grp) * MEMRA__S + 32 * (e / 8) + 4 * (e % 8) + j] = s[n][e];
+}
+
+/*
+ * Everything the verify's scan reads (gdn_verify.cu fills it from memra__verify_args and the
+ * workspace). Row r of sequence b, head h: q and k at
+ * ((b * t + r) * qk_heads + qk_head(h)) * S, v at ((b * t + r) * num_v + h) * S, g_log and beta
+ * at (b * t + r) * num_v + h, o like v.
+ */
+typedef struct memra__scan_job {
+    const uint64_t *in_table, *out_table;
+    size_t in_stride, out_stride;
+    const float *state_in;
+    float *state_out;
+    const float *q, *k, *v, *g_log, *beta;
+    float *o, *snap;
+    size_t num_v, num_k, qk_heads, t;
+    float scale;
+    int grouped;
+    /* Verify only: the prologue's verdict on each sequence's journal (table entry 2). */
+    const uint32_t *seq_info;
+    size_t conv_dim;
+    uint32_t d_conv;
+} memra__scan_job;
+
+/* What a scan launch writes besides o: the final state (FINAL), the final state and a
+ * snapshot after every row but the last (SNAP), or, after folding a journal, the folded state
+ * and the new rows' journal entries (JOURNAL). Each is its own instantiation, so that the row
+ * loop of one carries no code of another. */
+enum { SCAN_FINAL, SCAN_SNAP, SCAN_JOURNAL };
+
+/* The staging buffers of a block (gdn_scan.cuh's header: tile, then TC rows of k, q, v, gd,
+ * beta). */
+extern __shared__ __align__(16) float memra__scan_smem[];
+
+/* Every pointer is derived from the shared array itself, so that the compiler knows them all to
+ * be shared-memory addresses (32-bit, LDS/STS) rather than generic ones. */
+template <class C> struct scan_smem {
+    float *tile, *k, *q, *v, *gd, *bt;
+    __device__ __forceinline__ scan_smem()
+        : tile(memra__scan_smem), k(memra__scan_smem + C::TILE),
+          q(memra__scan_smem + C::TILE + C::TC * SCAN_KST),
+          v(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST),
+          gd(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS),
+          bt(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS + C::TC)
+    {
+    }
+};
+
+/* Which rows of which inputs a block reads: row r of sequence b, head h (q and k of key or value
+ * head qkh), columns c0 .. c0 + COLS - 1. */
+struct scan_pos {
+    size_t b, h, qkh, c0, off;
+};
+
+/* Stages new rows r0 .. r0 + nr - 1 (their k, q, v, gd and beta) and waits for them (and for
+ * every copy issued before, the state tile among them). */
+template <class C>
+static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, const scan_pos &p,
+                                                  const scan_smem<C> &sm, size_t r0, int nr)
+{
+    const size_t t = a.t, num_v = a.num_v;
+    const bool vvec = ((uintptr_t)a.v & 15u) == 0;
+    for (int rr = 0; rr < nr; rr++) {
+        const size_t row = p.b * t + r0 + rr;
+        const size_t kr = (row * a.qk_heads + p.qkh) * MEMRA__S;
+        stage_kq_perm<C::NT>(sm.k + rr * SCAN_KST, a.k + kr, true);
+        stage_kq_perm<C::NT>(sm.q + rr * SCAN_KST, a.q + kr, true);
+        stage_run<C::NT>(sm.v + rr * C::COLS, a.v + (row * num_v + p.h) * MEMRA__S + p.c0, C::COLS,
+                         vvec);
+    }
+    if ((int)threadIdx.x < nr) {
+        const size_t hr = (p.b * t + r0 + threadIdx.x) * num_v + p.h;
+        sm.gd[threadIdx.x] = expf(a.g_log[hr]);
+        sm.bt[threadIdx.x] = a.beta[hr];
+    }
+    memra__cp_wait_all();
+    __syncthreads();
+}
+
+/*
+ * The scan of one block: (sequence b, head h, columns c0 .. c0 + COLS - 1), inputs from the
+ * prologue's workspace. The state is read before griddepcontrol.wait: the prologue, which runs
+ * before, never writes a state, and it lets this kernel launch only after its own wait, so every
+ * earlier writer of the state has completed. The dependents may launch after the row loop. OUT
+ * is what the block writes besides o (above).
+ */
+template <class C, int OUT, bool PIPE>
+static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &a)
+{
+    const scan_smem<C> sm;
+
+    const unsigned tid = threadIdx.x, j = tid % 4, grp = tid / 4;
+    const size_t cb = blockIdx.x % C::BPH, bh = blockIdx.x / C::BPH;
+    const size_t t = a.t, num_v = a.num_v;
+    const size_t head_words = (size_t)MEMRA__S * MEMRA__S, state_words = num_v * head_words;
+    scan_pos p;
+    p.h = bh % num_v;
+    p.b = bh / num_v;
+    p.c0 = cb * C::COLS;
+    p.qkh = a.grouped ? p.h / (num_v / a.num_k) : p.h % a.num_k;
+    p.off = p.h * head_words + p.c0 * MEMRA__S;
+    const size_t b = p.b;
+
+    /* Table entries are read when the kernel executes: a replayed graph follows the table. The
+     * state pointers may alias each other (in place); a block reads all its columns before it
+     * writes any, and no block touches another's. */
+    const float *const sin =
+        (a.in_table != nullptr ? (const float *)(uintptr_t)a.in_table[b * a.in_stride]
+                               : a.state_in) +
+        p.off;
+    float *const sout =
+        (a.out_table != nullptr ? (float *)(uintptr_t)a.out_table[b * a.out_stride] : a.state_out) +
+        p.off;
+    const bool svec = (((uintptr_t)sin | (uintptr_t)sout) & 15u) == 0;
+    tile_load<C>(sm.tile, sin, svec);
+
+    memra__pdl_wait();
+
+    float s[C::NC][32];
+    /* This thread's output column(s) of row 0; a row advances by num_v heads. */
+    float *op = a.o + (b * t * num_v + p.h) * MEMRA__S + p.c0 + grp;
+    const size_t row_step = num_v * MEMRA__S;
+
+    /* JOURNAL: n accepted rows to fold from slot `half`, the new rows go to slot 1 - half. */
+    float *jr = nullptr;
+    uint32_t half = 0;
+    const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, a.num_k);
+    const size_t jk = a.conv_dim, jd = jk + a.num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
+    if (OUT == SCAN_JOURNAL) {
+        const uint32_t n = a.seq_info[3 * b];
+        half = a.seq_info[3 * b + 1];
+        if (half == SCAN_REFUSED) {
+            memra__cp_wait_all();
+            return;
+        }
+        jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
+        const bool jvec = ((uintptr_t)jr & 15u) == 0;
+        /* The fold, TC journal rows at a time: each `s = fma(gd, s, k * delta)` with the k,
+         * delta and gd the verify that wrote the row recorded. */
+        for (uint32_t r0 = 0; r0 < n; r0 += C::TC) {
+            const int nr = (int)(n - r0 < (uint32_t)C::TC ? n - r0 : (uint32_t)C::TC);
+            if (r0 > 0)
+                __syncthreads();
+            for (int rr = 0; rr < nr; rr++) {
+                const float *src =
+                    jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + rr) + half) * jrow;
+                stage_kq_perm<C::NT>(sm.k + rr * SCAN_KST, src + jk + p.qkh * MEMRA__S, jvec);
+                stage_run<C::NT>(sm.v + rr * C::COLS, src + jd + p.h * MEMRA__S + p.c0, C::COLS,
+                                 jvec);
+                if (tid == 0)
+                    memra__cp4(sm.gd + rr, src + jg + p.h);
+            }
+            memra__cp_wait_all();
+            __syncthreads();
+            if (r0 == 0)
+                tile_to_regs<C>(s, sm.tile, grp, j);
+#pragma unroll 1
+            for (int rr = 0; rr < nr; rr++) {
+                float d[C::NC];
+#pragma unroll
+                for (int nn = 0; nn < C::NC; nn++)
+                    d[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+                memra__fold_row<C::NC>(s, sm.k + rr * SCAN_KST, d, sm.gd[rr], j);
+            }
+        }
+        if (n > 0) {
+            regs_store<C>(sout, sm.tile, s, grp, j, svec);
+            __syncthreads(); /* the staging buffers are rewritten below */
+        }
+    }
+
+    for (size_t r0 = 0; r0 < t; r0 += C::TC) {
+        const int nr = (int)(t - r0 < (size_t)C::TC ? t - r0 : C::TC);
+        if (r0 > 0)
+            __syncthreads(); /* the previous chunk's staging has been read */
+        stage_rows<C>(a, p, sm, r0, nr);
+        if (r0 == 0 && !(OUT == SCAN_JOURNAL && a.seq_info[3 * b] > 0))
+            tile_to_regs<C>(s, sm.tile, grp, j);
+
+        float kv[C::NC];
+        if (PIPE) {
+            float kk[32];
+            load_kq(kk, sm.k, j);
+#pragma unroll
+            for (int nn = 0; nn < C::NC; nn++)
+                kv[nn] = memra__column_dot(s[nn], kk);
+        }
+#pragma unroll 1
+        for (int rr = 0; rr < nr; rr++) {
+            const size_t r = r0 + rr;
+            float vv[C::NC], at[C::NC], delta[C::NC];
+#pragma unroll
+            for (int nn = 0; nn < C::NC; nn++)
+                vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+            if (PIPE)
+                memra__scan_row_pipe<C::NC>(s, sm.k + rr * SCAN_KST, sm.q + rr * SCAN_KST,
+                                            sm.k + (rr + 1 < nr ? rr + 1 : rr) * SCAN_KST, vv,
+                                            sm.gd[rr], sm.bt[rr], j, kv, at, delta);
+            else
+                memra__scan_row<C::NC>(s, sm.k + rr * SCAN_KST, sm.q + rr * SCAN_KST, vv, sm.gd[rr],
+                                       sm.bt[rr], j, at, delta);
+#pragma unroll
+            for (int nn = 0; nn < C::NC; nn++)
+                if (j == (unsigned)nn)
+                    op[nn * C::G] = __fmul_rn(at[nn], a.scale);
+            if (OUT == SCAN_JOURNAL) {
+                float *jn = jr + MEMRA__JOURNAL_HEADER + (2 * r + 1 - half) * jrow;
+#pragma unroll
+                for (int nn = 0; nn < C::NC; nn++)
+                    if (j == (unsigned)nn)
+                        jn[jd + p.h * MEMRA__S + p.c0 + nn * C::G + grp] = delta[nn];
+                if (cb == 0 && tid == 0)
+                    jn[jg + p.h] = sm.gd[rr];
+            }
+            if (OUT == SCAN_SNAP && r + 1 < t) {
+                float *sn = a.snap + (b * (t - 1) + r) * state_words + p.off;
+                if (C::NC == 1)
+                    regs_store_direct<C>(sn, s, grp, j);
+                else
+                    regs_store<C>(sn, sm.tile, s, grp, j, ((uintptr_t)a.snap & 15u) == 0);
+            }
+            op += row_step;
+        }
+    }
+    memra__cp_wait_all(); /* a commit of no rows never waited for its tile */
+
+    memra__pdl_trigger();
+    if (OUT != SCAN_JOURNAL) {
+        regs_store<C>(sout, sm.tile, s, grp, j, svec);
+        return;
+    }
+    /* The journal's header, by one block of the sequence: no block of this kernel reads it (the
+     * prologue passed its verdict through seq_info), and the next operation runs after this
+     * one has completed. */
+    if (p.h == 0 && cb == 0 && tid == 0) {
+        uint32_t *hd = (uint32_t *)jr;
+        hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
+        hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
+        hd[MEMRA__JH_D_STATE] = MEMRA__S;
+        hd[MEMRA__JH_NUM_K] = (uint32_t)a.num_k;
+        hd[MEMRA__JH_NUM_V] = (uint32_t)num_v;
+        hd[MEMRA__JH_D_CONV] = a.d_conv;
+        hd[MEMRA__JH_GROUPED] = (uint32_t)a.grouped;
+        hd[MEMRA__JH_T_MAX] = a.seq_info[3 * b + 2];
+        hd[MEMRA__JH_ROWS] = (uint32_t)t;
+        hd[MEMRA__JH_HALF] = t > 0 ? 1u - half : 0u;
+    }
+}
+
+#endif /* MEMRA_GDN_ROWLOOP_CUH */
