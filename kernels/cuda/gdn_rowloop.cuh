@@ -370,8 +370,6 @@ static __device__ __forceinline__ void regs_store_direct(float *dst, const float
 typedef struct memra__scan_job {
     const uint64_t *in_table, *out_table;
     size_t in_stride, out_stride;
-    const float *state_in;
-    float *state_out;
     const float *q, *k, *v, *g_log, *beta;
     float *o, *snap;
     size_t num_v, num_k, qk_heads, t;
@@ -465,13 +463,8 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     /* Table entries are read when the kernel executes: a replayed graph follows the table. The
      * state pointers may alias each other (in place); a block reads all its columns before it
      * writes any, and no block touches another's. */
-    const float *const sin =
-        (a.in_table != nullptr ? (const float *)(uintptr_t)a.in_table[b * a.in_stride]
-                               : a.state_in) +
-        p.off;
-    float *const sout =
-        (a.out_table != nullptr ? (float *)(uintptr_t)a.out_table[b * a.out_stride] : a.state_out) +
-        p.off;
+    const float *const sin = (const float *)(uintptr_t)a.in_table[b * a.in_stride] + p.off;
+    float *const sout = (float *)(uintptr_t)a.out_table[b * a.out_stride] + p.off;
     const bool svec = (((uintptr_t)sin | (uintptr_t)sout) & 15u) == 0;
     tile_load<C>(sm.tile, sin, svec);
 
