@@ -425,19 +425,60 @@ static int launch_verify(const memra__verify_args *a, void *stream)
 }
 
 /*
- * Device-side rollback: block (b, part) copies part of sequence b's snapshot n - 1 (or its final
- * state) into the canonical state and the ring. Thread i copies words i, i + blockDim.x, ...
- * of its part; the parts split the state words evenly.
+ * Device-side rollback: sequence b's snapshot n - 1 (or its final state) copied into the
+ * canonical state and its ring, in chunks of ROLLBACK_CHUNK floats: block (b, part) copies chunk
+ * `part` of the state (part < the state's chunk count) or of the ring (the parts after those).
+ * Thread i of a block moves vectors i, i + 256, ... of its chunk, ROLLBACK_VECS of them, all
+ * loaded before the first is stored, so that a block has 32 KiB in flight; 16-byte vectors when
+ * both addresses are 16-byte aligned, single floats otherwise (the same words either way). One
+ * block per chunk keeps even B = 1 spread over the device: the ornith state is 64 chunks.
  */
 #define ROLLBACK_THREADS 256
-#define ROLLBACK_PARTS 32
+#define ROLLBACK_VECS 8
+#define ROLLBACK_CHUNK (ROLLBACK_THREADS * ROLLBACK_VECS * 4)
+
+static __host__ __device__ size_t rollback_chunks(size_t words)
+{
+    return (words + ROLLBACK_CHUNK - 1) / ROLLBACK_CHUNK;
+}
+
+/* Words [lo, hi) of src to dst by the block. */
+static __device__ __forceinline__ void rollback_copy(float *dst, const float *src, size_t lo,
+                                                     size_t hi)
+{
+    const unsigned tid = threadIdx.x;
+    if ((((uintptr_t)dst | (uintptr_t)src) & 15u) == 0 && (hi - lo) % 4 == 0) {
+        const float4 *s4 = (const float4 *)(src + lo);
+        float4 *d4 = (float4 *)(dst + lo);
+        const size_t n4 = (hi - lo) / 4;
+        float4 r[ROLLBACK_VECS];
+#pragma unroll
+        for (int j = 0; j < ROLLBACK_VECS; j++) {
+            const size_t i = tid + (size_t)j * ROLLBACK_THREADS;
+            if (i < n4)
+                r[j] = __ldcs(s4 + i);
+        }
+#pragma unroll
+        for (int j = 0; j < ROLLBACK_VECS; j++) {
+            const size_t i = tid + (size_t)j * ROLLBACK_THREADS;
+            if (i < n4)
+                d4[i] = r[j];
+        }
+        return;
+    }
+    for (size_t i = lo + tid; i < hi; i += ROLLBACK_THREADS)
+        dst[i] = src[i];
+}
 
 __global__ void __launch_bounds__(ROLLBACK_THREADS)
     gdn_rollback_kernel(const memra__rollback_args a)
 {
     memra__pdl_enter();
-    const size_t b = blockIdx.x / ROLLBACK_PARTS, part = blockIdx.x % ROLLBACK_PARTS;
-    const size_t t = a.t, pad = a.d_conv - 1;
+    const size_t state_words = a.num_v * (size_t)MEMRA__S * MEMRA__S;
+    const size_t ring_words = a.conv_dim * (a.d_conv - 1);
+    const size_t parts = rollback_chunks(state_words) + rollback_chunks(ring_words);
+    const size_t b = blockIdx.x / parts, part = blockIdx.x % parts;
+    const size_t t = a.t;
     const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
     const uint32_t n = a.accepted[b];
     if (n == 0 || n > t) {
@@ -446,31 +487,32 @@ __global__ void __launch_bounds__(ROLLBACK_THREADS)
                          MEMRA__ERR_ROLLBACK_RANGE);
         return;
     }
-    const size_t state_words = a.num_v * (size_t)MEMRA__S * MEMRA__S;
-    const size_t ring_words = a.conv_dim * pad;
-    float *canonical = (float *)(uintptr_t)row[1];
-    const float *src_state, *src_ring = nullptr;
-    if (n == t) {
-        /* The ring already is the final one; the final state is in alternate for odd t. */
-        if (t % 2 == 0)
-            return;
-        src_state = (const float *)(uintptr_t)row[2];
+    float *dst;
+    const float *src;
+    size_t lo, words;
+    if (part < rollback_chunks(state_words)) {
+        dst = (float *)(uintptr_t)row[1];
+        lo = part * ROLLBACK_CHUNK;
+        words = state_words;
+        if (n == t) {
+            /* The final state is already canonical for even t, in alternate for odd t. */
+            if (t % 2 == 0)
+                return;
+            src = (const float *)(uintptr_t)row[2];
+        } else {
+            src = a.snap_ssm + (b * (t - 1) + (n - 1)) * state_words;
+        }
     } else {
-        const size_t e = b * (t - 1) + (n - 1);
-        src_state = a.snap_ssm + e * state_words;
-        src_ring = ring_words > 0 ? a.snap_conv + e * ring_words : nullptr;
+        /* The ring already is the final one when every row was accepted. */
+        if (n == t)
+            return;
+        dst = (float *)(uintptr_t)row[0];
+        lo = (part - rollback_chunks(state_words)) * ROLLBACK_CHUNK;
+        words = ring_words;
+        src = a.snap_conv + (b * (t - 1) + (n - 1)) * ring_words;
     }
-    const size_t per = (state_words + ROLLBACK_PARTS - 1) / ROLLBACK_PARTS;
-    const size_t lo = part * per, hi = lo + per < state_words ? lo + per : state_words;
-    for (size_t i = lo + threadIdx.x; i < hi; i += ROLLBACK_THREADS)
-        canonical[i] = src_state[i];
-    if (src_ring != nullptr) {
-        float *ring = (float *)(uintptr_t)row[0];
-        const size_t rper = (ring_words + ROLLBACK_PARTS - 1) / ROLLBACK_PARTS;
-        const size_t rlo = part * rper, rhi = rlo + rper < ring_words ? rlo + rper : ring_words;
-        for (size_t i = rlo + threadIdx.x; i < rhi; i += ROLLBACK_THREADS)
-            ring[i] = src_ring[i];
-    }
+    const size_t hi = lo + ROLLBACK_CHUNK < words ? lo + ROLLBACK_CHUNK : words;
+    rollback_copy(dst, src, lo, hi);
 }
 
 extern "C" int memra__cuda_gdn_verify(const memra__verify_args *args, void *stream)
@@ -483,6 +525,9 @@ extern "C" int memra__cuda_gdn_rollback(const memra__rollback_args *args, void *
     const cudaError_t err = memra__kernel_attributes<gdn_rollback_kernel>(0);
     if (err != cudaSuccess)
         return (int)err;
-    const dim3 grid((unsigned)(args->b_n * ROLLBACK_PARTS));
+    const size_t state_words = args->num_v * (size_t)MEMRA__S * MEMRA__S;
+    const size_t parts =
+        rollback_chunks(state_words) + rollback_chunks(args->conv_dim * (args->d_conv - 1));
+    const dim3 grid((unsigned)(args->b_n * parts));
     return memra__launch(gdn_rollback_kernel, grid, dim3(ROLLBACK_THREADS), stream, *args);
 }
