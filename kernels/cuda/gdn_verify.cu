@@ -338,12 +338,17 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stre
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
  * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
- * took 79.6 us instead of 68.7 on an H200), and the narrow shape, whose launches are too few to
- * fill the device and so latency-bound, with the next row's kv beside this row's at. */
+ * took 79.6 us instead of 68.7 on an H200), except the wide journal scan staging 16 rows, which
+ * spills 120 bytes under that bound and runs faster with 3 blocks and no spill (ornith JOURNAL
+ * verify, T = 16: 213.1 against 180.0 us at B = 32, 73.5 against 63.0 at B = 8; with 8 rows the
+ * bound of 3 lost at B = 8, 40.6 against 37.9, since 512 blocks then need two waves); and the
+ * narrow shape, whose launches are too few to fill the device and so latency-bound, with the
+ * next row's kv beside this row's at. */
 template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, void *stream)
 {
-    return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, stream);
+    constexpr int minb = OUT == SCAN_JOURNAL && C::NC == 2 && C::TC == 16 ? 3 : 512 / C::NT;
+    return launch_vscan_out_x<C, OUT, C::NC == 1, minb>(job, b_n, stream);
 }
 
 /* The scan's flavour: the journal's, or snapshots after every row but the last, or none. */
