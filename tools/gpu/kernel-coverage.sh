@@ -14,7 +14,8 @@
 # usage: tools/gpu/kernel-coverage.sh BINARY LIBRARY LOGDIR [criterion options...]
 #   BINARY    the Criterion test binary (BUILD/tests/memra_tests)
 #   LIBRARY   the library it loads (BUILD/libmemra.so.1)
-#   the options go to BINARY (default: --filter='kernel_grid/*_cuda')
+#   the options go to BINARY (default: --filter='kernel_grid/*_cuda' --jobs=1: one profiled
+#   worker at a time, as the profiler serialises them anyway)
 #   NCU        the Nsight Compute CLI (default: from PATH or $CUDA_HOME/bin)
 #   CUOBJDUMP  cuobjdump (default: from PATH or $CUDA_HOME/bin)
 #   COVERAGE_TIMEOUT  seconds the profiled run may take (default 0: no limit)
@@ -32,7 +33,7 @@ lib=$2
 logdir=$3
 shift 3
 if [ $# -eq 0 ]; then
-    set -- --filter='kernel_grid/*_cuda'
+    set -- --filter='kernel_grid/*_cuda' --jobs=1
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 runner="$here/../../tests/run-criterion.sh"
