@@ -1,17 +1,25 @@
 #!/bin/bash
 # Everything the CUDA backend must prove on a machine with a GPU, in one command run from the
-# repository root: the Criterion suite, the four compute-sanitizer tools over the suite's CUDA
-# tests and over one bench process, the bench's fingerprints and its per-operation timings, the
-# bench, and the scan's machine code. Each step runs under its own time limit and logs to OUT;
-# name the steps you want, or run them all (the whole suite alone takes about 3 minutes on an
-# H200).
+# repository root: the Criterion suite, the four compute-sanitizer tools over the kernel grid
+# (every CUDA kernel of the library in every template instantiation, on small grids) and over one
+# bench process, the proof that the grid launches every kernel, the bench's fingerprints and its
+# per-operation timings, the bench, and the scan's machine code. Each step runs under its own
+# time limit and logs to OUT; name the steps you want, or run them all (the whole suite alone
+# takes about 3 minutes on an H200).
 #
 # usage: tools/gpu/gpu-check.sh [STEP...]
-#   steps: info hash suite sanitize bench-sanitize per-op bench sass copy (default: all, in
-#   that order)
+#   steps: info hash suite sanitize coverage bench-sanitize per-op bench sass copy (default: all,
+#   in that order), and sanitize-suite (only when named)
 #   hash compares the fingerprints of every output of the packed verify (memra_bench --mode
 #   hash) with those of libmemra 1.0.0, recorded on an H200 (tools/gpu/hash-1.0.0.txt): a
 #   kernel change must not change a single bit.
+#   sanitize runs memcheck (with leak checking), racecheck, initcheck and synccheck over the
+#   kernel grid, suite kernel_grid of tests/test_sanitize_grid.c (tools/gpu/sanitize-suite.sh,
+#   scope grid).
+#   coverage proves that the kernel grid launches every kernel the library contains, and fails
+#   naming any it does not (tools/gpu/kernel-coverage.sh: Nsight Compute against cuobjdump).
+#   sanitize-suite runs memcheck alone over every CUDA test of the suite, the bad-input sweeps
+#   included (sanitize-suite.sh, scope suite); racecheck does not finish that scope in minutes.
 #   per-op times each operation of the packed program alone (memra_bench --mode per-op).
 #   copy times the 1.2 batched state copy against one copy per layer and the bandwidth floor
 #   (memra_bench --mode copy).
@@ -26,19 +34,21 @@
 #   OUT              where the logs go (default /tmp/memra-gpu-check)
 #   CRITERION_LIBS   a folder of Criterion libraries for the test binary (default BUILD/crit
 #                    when it exists; none is needed where libcriterion is installed)
-#   CUDA_HOME        the CUDA toolkit, for compute-sanitizer and cuobjdump (default
+#   CUDA_HOME        the CUDA toolkit, for compute-sanitizer, ncu and cuobjdump (default
 #                    /usr/local/cuda)
-#   SANITIZE_FILTER  Criterion --filter of the sanitizers' first pass (see sanitize-suite.sh)
+#   SANITIZE_FILTER  Criterion --filter of the sanitizers' (first) pass (see sanitize-suite.sh)
+#   SUITE_SANITIZER_TOOLS  the tools of sanitize-suite (default memcheck)
 #   BENCH_ARGS       options for memra_bench (default: the full sweep)
 #   PER_OP_ARGS      options for memra_bench --mode per-op (default: the ornith shape, T 1, 2,
 #                    4, 8 and 16, B 1 and 32)
 #   SUITE_TIMEOUT    seconds for the whole Criterion suite (default 400)
-#   SANITIZE_TIMEOUT seconds for each sanitizer tool (default 120)
+#   SANITIZE_TIMEOUT seconds for each sanitizer tool (default 120; sanitize-suite 400)
+#   COVERAGE_TIMEOUT seconds for the profiled run of the coverage step (default 300)
 set -u -o pipefail
 
 build=${BUILD:-build-cuda}
 out=${OUT:-/tmp/memra-gpu-check}
-steps=${*:-info hash suite sanitize bench-sanitize per-op bench sass copy}
+steps=${*:-info hash suite sanitize coverage bench-sanitize per-op bench sass copy}
 bench=$build/bench/memra_bench
 crit=${CRITERION_LIBS:-}
 if [ -z "$crit" ] && [ -d "$build/crit" ]; then
@@ -53,6 +63,17 @@ rc=0
 
 step() {
     echo "=== $1 ($(date +%T))"
+}
+
+# Appends every file of the folder $1 to the file $2, each under its name, and removes the
+# folder: one file per kind of log, the easier to collect from OUT.
+collect() {
+    for f in "$1"/*; do
+        [ -f "$f" ] || continue
+        echo "##### $f"
+        cat "$f"
+    done >>"$2"
+    rm -rf "$1"
 }
 
 for s in $steps; do
@@ -83,13 +104,23 @@ for s in $steps; do
     sanitize)
         step sanitize
         SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} tools/gpu/sanitize-suite.sh \
-            "$build/tests/memra_tests" "$out/sanitize" || { echo "sanitize: FAILED"; rc=1; }
-        # One file for all four tools' logs, the easier to collect from OUT.
-        for f in "$out"/sanitize/*.log; do
-            echo "##### $f"
-            cat "$f"
-        done >>"$out/sanitizers.log" 2>/dev/null
-        rm -rf "$out/sanitize"
+            "$build/tests/memra_tests" "$out/sanitize" grid || { echo "sanitize: FAILED"; rc=1; }
+        collect "$out/sanitize" "$out/sanitizers.log"
+        ;;
+    coverage)
+        step coverage
+        COVERAGE_TIMEOUT=${COVERAGE_TIMEOUT:-300} tools/gpu/kernel-coverage.sh \
+            "$build/tests/memra_tests" "$build/libmemra.so.1" "$out/coverage" ||
+            { echo "coverage: FAILED"; rc=1; }
+        collect "$out/coverage" "$out/coverage.log"
+        ;;
+    sanitize-suite)
+        step sanitize-suite
+        SANITIZER_TOOLS=${SUITE_SANITIZER_TOOLS:-memcheck} \
+            SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-400} tools/gpu/sanitize-suite.sh \
+            "$build/tests/memra_tests" "$out/sanitize-suite" suite ||
+            { echo "sanitize-suite: FAILED"; rc=1; }
+        collect "$out/sanitize-suite" "$out/sanitizers.log"
         ;;
     bench-sanitize)
         # The fingerprint run is one process running the packed program's kernels on both
@@ -98,11 +129,7 @@ for s in $steps; do
         SANITIZE_PLAIN=1 SANITIZE_TAG=bench SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-120} \
             tools/gpu/sanitize.sh "$bench" "$out/sanitize-bench" --mode hash --backend cuda ||
             { echo "bench-sanitize: FAILED"; rc=1; }
-        for f in "$out"/sanitize-bench/*.log; do
-            echo "##### $f"
-            cat "$f"
-        done >>"$out/sanitizers.log" 2>/dev/null
-        rm -rf "$out/sanitize-bench"
+        collect "$out/sanitize-bench" "$out/sanitizers.log"
         ;;
     per-op)
         step per-op

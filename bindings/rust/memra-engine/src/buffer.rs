@@ -19,66 +19,12 @@ use std::sync::Arc;
 use memra_sys as sys;
 
 use crate::error::{check, Res};
-use crate::graph::GraphHandle;
-use crate::shared::Shared;
-
-/// Who frees an allocation.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Owner {
-    /// Made by `memra_alloc_*` / `memra_htod_*`: freed with `memra_free`.
-    Library,
-    /// Memory the host owns (`Engine::wrap_device_ptr`): never freed here.
-    Host,
-    /// No memory at all: a buffer of no elements (the library allocates none).
-    Empty,
-}
-
-/// One allocation of an engine.
-pub(crate) struct Alloc {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) ptr: *mut c_void,
-    pub(crate) owner: Owner,
-    /// The graph whose capture made this allocation: the library ties its lifetime to that
-    /// graph, so the handle keeps the graph from being destroyed while the buffer is alive.
-    pub(crate) graph: Option<Arc<GraphHandle>>,
-    /// Set by `CudaSlice::free`, which already called `memra_free`.
-    pub(crate) freed: bool,
-}
-
-// SAFETY: `ptr` is a device address (or library-owned host memory) that Rust never
-// dereferences; it is only passed to the library, under the engine lock.
-unsafe impl Send for Alloc {}
-// SAFETY: as for Send; an Alloc is never mutated through a shared reference.
-unsafe impl Sync for Alloc {}
-
-impl Alloc {
-    /// True when the library already released this buffer: it was allocated during a capture
-    /// that failed, and a failed capture frees what it allocated.
-    pub(crate) fn released(&self) -> bool {
-        matches!(self.graph, Some(ref g) if g.failed())
-    }
-}
-
-impl Drop for Alloc {
-    fn drop(&mut self) {
-        if self.owner != Owner::Library || self.freed || self.released() {
-            return;
-        }
-        let _guard = self.shared.lock();
-        // SAFETY: the engine is alive (this Alloc holds its shared state), and `ptr` is the
-        // start of a buffer it allocated and that has not been freed: this is its only free.
-        // The call can only fail when the CUDA runtime refuses to free, which a destructor
-        // cannot handle; `CudaSlice::free` reports that status.
-        unsafe {
-            sys::memra_free(self.shared.raw.as_ptr(), self.ptr);
-        }
-    }
-}
+use crate::shared::{Alloc, Owner, Shared};
 
 pub(crate) mod sealed {
     use std::sync::Arc;
 
-    use super::Alloc;
+    use crate::shared::Alloc;
 
     /// A run of elements of one allocation, as the operations pass it to the library.
     pub struct RawBuf<'a> {

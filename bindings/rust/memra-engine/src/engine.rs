@@ -1,5 +1,9 @@
-//! The engine: creation (with the ABI version check), the stream handle, buffers and copies.
+//! The engine: creation (with the ABI version check), the stream handle, buffers and copies, and
+//! graph capture. It sits on top of the buffers (buffer.rs), the graphs (graph.rs) and the state
+//! they share (shared.rs); the operations (ops.rs, verify.rs) extend it.
 
+use std::any::Any;
+use std::error::Error as StdError;
 use std::ffi::{c_void, CStr};
 use std::fmt;
 use std::mem;
@@ -9,12 +13,11 @@ use std::sync::Arc;
 use memra_sys as sys;
 
 use crate::buffer::sealed::{ElemImpl, RawBuf};
-use crate::buffer::{
-    download, upload, Alloc, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, Elem, Owner,
-};
+use crate::buffer::{download, upload, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, Elem};
 use crate::error::{check, Error, Res, Result, Status};
+use crate::graph::CudaGraph;
 use crate::lock::LockGuard;
-use crate::shared::{CopyScratch, Shared, State};
+use crate::shared::{Alloc, CopyScratch, Owner, Shared, State};
 
 /// Which implementation an engine runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -890,6 +893,41 @@ impl fmt::Debug for Engine {
             .field("backend", &self.backend)
             .field("gpu", &self.gpu)
             .finish()
+    }
+}
+
+// Graph capture: the machinery is graph.rs's; the engine binds itself into the host's step.
+impl Engine {
+    /// Captures `step` into a replayable graph and returns it with its keeper, as
+    /// memra-engine does: `(CudaGraph, Vec<Box<dyn Any + Send>>)`. The keeper holds what the
+    /// graph's replays use; the graph holds the same, so it is safe to drop either first.
+    ///
+    /// `step` runs three times (`memra_graph_capture`): twice eagerly as warm-ups, then once
+    /// while its operations are recorded. Buffers it allocates belong to the graph. It must not
+    /// copy between host and device, synchronise or capture again; it may return any error
+    /// with `?`, which aborts the capture (the step's error becomes the returned
+    /// [`CaptureError`](crate::CaptureError)'s source). A panic in `step` aborts the capture and is resumed after the
+    /// library has cleaned up. On failure the engine stays usable and no graph exists.
+    ///
+    /// The engine is locked for the whole capture: other threads using it wait.
+    pub fn capture_graph_retained<F>(
+        &self,
+        mut step: F,
+    ) -> Result<(CudaGraph, Vec<Box<dyn Any + Send>>)>
+    where
+        F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
+    {
+        crate::graph::capture_retained(self.shared(), || step(self))
+    }
+
+    /// Captures `step` into a replayable graph ([`Engine::capture_graph_retained`] without the
+    /// keeper: the graph keeps what its replays use alive by itself).
+    pub fn capture_graph<F>(&self, step: F) -> Result<CudaGraph>
+    where
+        F: FnMut(&Engine) -> std::result::Result<(), Box<dyn StdError>>,
+    {
+        self.capture_graph_retained(step)
+            .map(|(graph, _keeper)| graph)
     }
 }
 
