@@ -1098,10 +1098,16 @@ static int download(MemraEngine *e, MemraSliceF32 src, float *dst, const char *w
     return st == MEMRA_STATUS_OK ? 0 : bench_fail_status(what, st);
 }
 
-/* The final state is where the per-row ping-pong leaves it: alternate for odd T. */
+/* The state buffer that holds the state after `rows` rows of the per-row ping-pong (the final
+ * state for T rows): tu_state_slot. */
+static MemraSliceMutF32 state_buffer(const bench_set *s, size_t rows)
+{
+    return tu_state_slot(rows) == 2 ? s->alt : s->canon;
+}
+
 static MemraSliceMutF32 final_state(const bench_config *c, const bench_set *s)
 {
-    return c->t % 2 == 1 ? s->alt : s->canon;
+    return state_buffer(s, c->t);
 }
 
 /* Puts set 0 back to its initial ring and state (alternate zeroed). */
@@ -1274,7 +1280,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
             goto out;
         if (r + 1 < T && (download(e, tu_view(s->ring), ref.snap_conv + r * B * c->ring_words,
                                    "reading a ring") != 0 ||
-                          download(e, tu_view(r % 2 == 0 ? s->alt : s->canon),
+                          download(e, tu_view(state_buffer(s, r + 1)),
                                    ref.snap_ssm + r * B * c->state_words, "reading a state") != 0))
             goto out;
     }
@@ -1380,14 +1386,12 @@ static int still_poisoned(const float *got, size_t n, const char *who, const cha
 /* The ring and state after `n` of the T rows, from a packed program's results. */
 static const float *ring_after(const bench_config *c, const results *r, size_t b, size_t n)
 {
-    return n == c->t ? r->ring + b * c->ring_words
-                     : r->snap_conv + (b * (c->t - 1) + n - 1) * c->ring_words;
+    return tu_state_after(r->ring, r->snap_conv, c->ring_words, b, c->t, n);
 }
 
 static const float *state_after(const bench_config *c, const results *r, size_t b, size_t n)
 {
-    return n == c->t ? r->state + b * c->state_words
-                     : r->snap_ssm + (b * (c->t - 1) + n - 1) * c->state_words;
+    return tu_state_after(r->state, r->snap_ssm, c->state_words, b, c->t, n);
 }
 
 /* Host ring and state arrays [B][X] after counts[b] rows of each sequence. */

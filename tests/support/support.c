@@ -275,3 +275,23 @@ MemraStatus tu_verify_args_sizes(MemraVerifyArgs *v, const tu_gdn_shape *sh, siz
     v->scale = TU_GDN_SCALE;
     return MEMRA_STATUS_OK;
 }
+
+size_t tu_state_slot(size_t rows)
+{
+    return rows % 2 == 1 ? 2 : 1;
+}
+
+size_t tu_snap_index(size_t b, size_t t, size_t r)
+{
+    if (t == 0 || r + 1 >= t)
+        tu_fail("tu_snap_index: %zu rows have no snapshot of row %zu", t, r);
+    return b * (t - 1) + r;
+}
+
+const float *tu_state_after(const float *finals, const float *snaps, size_t words, size_t b,
+                            size_t t, size_t n)
+{
+    if (n == 0 || n > t)
+        tu_fail("tu_state_after: %zu of %zu rows", n, t);
+    return n == t ? finals + b * words : snaps + tu_snap_index(b, t, n - 1) * words;
+}

@@ -171,6 +171,23 @@ tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv);
 MemraStatus tu_verify_args_sizes(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
                                  MemraVerifyMode mode, MemraHeadOrder order);
 
+/* ---- Where the state sits after n rows ---- */
+
+/* The public rule of docs/layouts.md ("Parity", "Snapshots") and docs/verify-1.1.md
+ * ("Device-side rollback"), restated here once for the suites and the bench, which may not use
+ * the library's own copy: the table entry (1: canonical, 2: alternate) holding the state after
+ * `rows` chained rows, that is the alternate one after an odd count. A packed scan or a
+ * SNAPSHOTS or FINAL_ONLY verify of `rows` rows leaves its final state there too. */
+size_t tu_state_slot(size_t rows);
+
+/* Snapshot r (0 <= r < t - 1) of sequence b among the [b, t - 1] snapshots of t rows. */
+size_t tu_snap_index(size_t b, size_t t, size_t r);
+
+/* Sequence b's ring or state (`words` each) after n of t rows (1 <= n <= t), from a run's
+ * results: entry b of `finals` ([b, words]) for n == t, else its snapshot n - 1 of `snaps`. */
+const float *tu_state_after(const float *finals, const float *snaps, size_t words, size_t b,
+                            size_t t, size_t n);
+
 /* ---- The 1.0 programs ---- */
 
 /* The operations of the 1.0 packed program: memra_ssm_conv1d_fused_decode_tloop with conv
