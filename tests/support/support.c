@@ -295,3 +295,50 @@ const float *tu_state_after(const float *finals, const float *snaps, size_t word
         tu_fail("tu_state_after: %zu of %zu rows", n, t);
     return n == t ? finals + b * words : snaps + tu_snap_index(b, t, n - 1) * words;
 }
+
+static uint32_t tu_bits(const float *a, size_t i)
+{
+    uint32_t u;
+    memcpy(&u, a + i, sizeof u);
+    return u;
+}
+
+bool tu_check_items(const tu_check_item *items, size_t n, const char *who, const char *against,
+                    char *why, size_t why_len, size_t *compared)
+{
+    for (size_t k = 0; k < n; k++) {
+        const tu_check_item *it = &items[k];
+        size_t diffs = 0, first = 0;
+        if (it->given) {
+            if (it->len > 0 && memcmp(it->want, it->got, it->len * sizeof(float)) != 0) {
+                diffs = tu_bit_diffs(it->got, it->want, it->len);
+                first = tu_first_diff(it->got, it->want, it->len);
+            }
+        } else {
+            for (size_t i = 0; i < it->len; i++)
+                if (tu_bits(it->got, i) != TU_POISON_BITS && diffs++ == 0)
+                    first = i;
+        }
+        if (diffs == 0) {
+            if (compared != NULL && it->given)
+                *compared += it->len;
+            continue;
+        }
+        if (it->given)
+            snprintf(why, why_len,
+                     "%s: %s differs from %s in %zu of %zu words, the first at index %zu (got %a, "
+                     "bits 0x%08x, want %a, bits 0x%08x)",
+                     who, it->what, against, diffs, it->len, first, (double)it->got[first],
+                     (unsigned)tu_bits(it->got, first), (double)it->want[first],
+                     (unsigned)tu_bits(it->want, first));
+        else
+            snprintf(why, why_len,
+                     "%s: %s was written although the call was not given it: %zu of %zu words "
+                     "lost the poison, the first at index %zu (got %a, bits 0x%08x, want bits "
+                     "0x%08x)",
+                     who, it->what, diffs, it->len, first, (double)it->got[first],
+                     (unsigned)tu_bits(it->got, first), (unsigned)TU_POISON_BITS);
+        return false;
+    }
+    return true;
+}

@@ -100,6 +100,26 @@ double tu_rel_err_f32(const float *a, const float *ref, size_t len);
  * whose fingerprints agree computed the same bits. */
 uint64_t tu_fnv1a(const float *a, size_t len);
 
+/* ---- Checks that describe their first failure ---- */
+
+/* One output of a call checked against a reference: `got` must equal `want` bit for bit when
+ * the call was given the output, and must still hold TU_POISON_BITS everywhere (`want` unused)
+ * when it was not. */
+typedef struct tu_check_item {
+    const char *what; /* the output's name */
+    const float *want, *got;
+    size_t len; /* words */
+    bool given;
+} tu_check_item;
+
+/* Checks the `n` items in order. True when all pass, with the words compared added to
+ * `*compared` (may be NULL). Otherwise false, with `why` naming the first failing item after
+ * `who`, how many of its words differ, and the first of them: its index and both values as
+ * hex bits; `against` names the reference (the 1.0 program, say). The suites assert on the
+ * result, and the bench runs the same check before it times a call. */
+bool tu_check_items(const tu_check_item *items, size_t n, const char *who, const char *against,
+                    char *why, size_t why_len, size_t *compared);
+
 /* ---- Failures recorded where no assertion may run (worker threads, standalone drivers) ---- */
 
 /* The first failure of a scenario, with its message; later ones are dropped. */
