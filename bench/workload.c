@@ -1098,10 +1098,16 @@ static int download(MemraEngine *e, MemraSliceF32 src, float *dst, const char *w
     return st == MEMRA_STATUS_OK ? 0 : bench_fail_status(what, st);
 }
 
-/* The final state is where the per-row ping-pong leaves it: alternate for odd T. */
+/* The state buffer that holds the state after `rows` rows of the per-row ping-pong (the final
+ * state for T rows): tu_state_slot. */
+static MemraSliceMutF32 state_buffer(const bench_set *s, size_t rows)
+{
+    return tu_state_slot(rows) == 2 ? s->alt : s->canon;
+}
+
 static MemraSliceMutF32 final_state(const bench_config *c, const bench_set *s)
 {
-    return c->t % 2 == 1 ? s->alt : s->canon;
+    return state_buffer(s, c->t);
 }
 
 /* Puts set 0 back to its initial ring and state (alternate zeroed). */
@@ -1274,7 +1280,7 @@ int bench_work_check(bench_work *w, char *why, size_t why_len, size_t *compared)
             goto out;
         if (r + 1 < T && (download(e, tu_view(s->ring), ref.snap_conv + r * B * c->ring_words,
                                    "reading a ring") != 0 ||
-                          download(e, tu_view(r % 2 == 0 ? s->alt : s->canon),
+                          download(e, tu_view(state_buffer(s, r + 1)),
                                    ref.snap_ssm + r * B * c->state_words, "reading a state") != 0))
             goto out;
     }
@@ -1328,66 +1334,22 @@ out:
     return rc;
 }
 
-/* Compares n words of `got` from `who` with `want`, both laid out [B][rows][X]; 0 when they
- * are the same bits, else 1 with the first difference described. */
-static int same_bits(const float *want, const float *got, size_t B, size_t rows, size_t X,
-                     const char *who, const char *what, const char *against, char *why,
-                     size_t why_len, size_t *compared)
+/* 0 when every item passes tu_check_items (the suites' check), else 1 with `why` set. */
+static int check_items(const tu_check_item *items, size_t n, const char *who, const char *against,
+                       char *why, size_t why_len, size_t *compared)
 {
-    const size_t n = B * rows * X;
-    size_t diffs = 0, first = 0;
-    if (n == 0 || memcmp(want, got, n * sizeof(float)) == 0) {
-        *compared += n;
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a, b;
-        memcpy(&a, want + i, sizeof a);
-        memcpy(&b, got + i, sizeof b);
-        if (a != b && diffs++ == 0)
-            first = i;
-    }
-    {
-        uint32_t a, b;
-        memcpy(&a, want + first, sizeof a);
-        memcpy(&b, got + first, sizeof b);
-        snprintf(why, why_len,
-                 "%s: %s differs from %s in %zu of %zu words (first at sequence %zu, row %zu, "
-                 "word %zu: want 0x%08x (%.9g), got 0x%08x (%.9g))",
-                 who, what, against, diffs, n, first / (rows * X), first / X % rows, first % X,
-                 (unsigned)a, (double)want[first], (unsigned)b, (double)got[first]);
-    }
-    return 1;
-}
-
-/* 1 (described in `why`) when an output the call was not given was written anyway. */
-static int still_poisoned(const float *got, size_t n, const char *who, const char *what, char *why,
-                          size_t why_len)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, got + i, sizeof u);
-        if (u != TU_POISON_BITS) {
-            snprintf(why, why_len,
-                     "%s: %s was written (word %zu is 0x%08x) although the call did not pass it",
-                     who, what, i, (unsigned)u);
-            return 1;
-        }
-    }
-    return 0;
+    return tu_check_items(items, n, who, against, why, why_len, compared) ? 0 : 1;
 }
 
 /* The ring and state after `n` of the T rows, from a packed program's results. */
 static const float *ring_after(const bench_config *c, const results *r, size_t b, size_t n)
 {
-    return n == c->t ? r->ring + b * c->ring_words
-                     : r->snap_conv + (b * (c->t - 1) + n - 1) * c->ring_words;
+    return tu_state_after(r->ring, r->snap_conv, c->ring_words, b, c->t, n);
 }
 
 static const float *state_after(const bench_config *c, const results *r, size_t b, size_t n)
 {
-    return n == c->t ? r->state + b * c->state_words
-                     : r->snap_ssm + (b * (c->t - 1) + n - 1) * c->state_words;
+    return tu_state_after(r->state, r->snap_ssm, c->state_words, b, c->t, n);
 }
 
 /* Host ring and state arrays [B][X] after counts[b] rows of each sequence. */
@@ -1409,55 +1371,48 @@ static int check_in_place(bench_work *w, const bench_set *s, const float *ring, 
 {
     MemraEngine *e = w->env->engine;
     const bench_config *c = &w->c;
-    int rc;
     if (download(e, tu_view(s->ring), tmp->ring, "reading the ring") != 0 ||
         download(e, tu_view(s->canon), tmp->state, "reading the canonical state") != 0)
         return -1;
-    rc = same_bits(ring, tmp->ring, c->b, 1, c->ring_words, who, "the ring", against, why, why_len,
-                   compared);
-    if (rc == 0)
-        rc = same_bits(state, tmp->state, c->b, 1, c->state_words, who, "the canonical state",
-                       against, why, why_len, compared);
-    return rc;
+    const tu_check_item items[] = {
+        {"the ring", ring, tmp->ring, c->b * c->ring_words, true},
+        {"the canonical state", state, tmp->state, c->b * c->state_words, true},
+    };
+    return check_items(items, 2, who, against, why, why_len, compared);
 }
 
-/* Compares the outputs of a 1.1 call with the packed program's `want`: o always; the
- * intermediates when the call was given them, else they must still hold the poison. */
+/* Compares the results of a 1.1 call with the packed program's `want`: o always, the
+ * intermediates when the call was given them (`every_output`), else they must still hold the
+ * poison. With `finals` also the final state and ring where the parity rule puts them, and the
+ * snapshots when the call made them (`snaps`), else their buffers must still hold the poison. */
 static int check_outputs(bench_work *w, const bench_set *s, const results *want, bool every_output,
-                         const char *who, const char *against, results *got, char *why,
-                         size_t why_len, size_t *compared)
+                         bool finals, bool snaps, const char *who, const char *against,
+                         results *got, char *why, size_t why_len, size_t *compared)
 {
     MemraEngine *e = w->env->engine;
     const bench_config *c = &w->c;
-    const size_t B = c->b, T = c->t;
-    const struct {
-        const char *what;
-        const float *want;
-        float *got;
-        size_t x;
-        MemraSliceMutF32 dev;
-    } items[] = {
-        {"o", want->o, got->o, c->value_dim, s->o},
-        {"conv_outs", want->conv_out, got->conv_out, c->conv_dim, s->conv_outs},
-        {"q_l2", want->q, got->q, c->value_dim, s->q},
-        {"k_l2", want->k, got->k, c->value_dim, s->k},
-        {"v_g", want->v, got->v, c->value_dim, s->v},
-        {"beta", want->beta, got->beta, c->num_v, s->beta},
-        {"g_log", want->g_log, got->g_log, c->num_v, s->g_log},
+    const size_t BT = c->b * c->t, BS = c->b * (c->t - 1);
+    const tu_check_item items[] = {
+        {"o", want->o, got->o, BT * c->value_dim, true},
+        {"conv_outs", want->conv_out, got->conv_out, BT * c->conv_dim, every_output},
+        {"q_l2", want->q, got->q, BT * c->value_dim, every_output},
+        {"k_l2", want->k, got->k, BT * c->value_dim, every_output},
+        {"v_g", want->v, got->v, BT * c->value_dim, every_output},
+        {"beta", want->beta, got->beta, BT * c->num_v, every_output},
+        {"g_log", want->g_log, got->g_log, BT * c->num_v, every_output},
+        {"the final state", want->state, got->state, c->b * c->state_words, true},
+        {"the final ring", want->ring, got->ring, c->b * c->ring_words, true},
+        {"the conv snapshots", want->snap_conv, got->snap_conv, BS * c->ring_words, snaps},
+        {"the state snapshots", want->snap_ssm, got->snap_ssm, BS * c->state_words, snaps},
     };
-    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
-        int rc;
-        if (download(e, tu_view(items[i].dev), items[i].got, "reading an output") != 0)
+    const MemraSliceMutF32 dev[] = {s->o,    s->conv_outs, s->q,       s->k,
+                                    s->v,    s->beta,      s->g_log,   final_state(c, s),
+                                    s->ring, s->snap_conv, s->snap_ssm};
+    const size_t n = finals ? sizeof items / sizeof items[0] : 7;
+    for (size_t i = 0; i < n; i++)
+        if (download(e, tu_view(dev[i]), (float *)items[i].got, "reading an output") != 0)
             return -1;
-        if (i == 0 || every_output)
-            rc = same_bits(items[i].want, items[i].got, B, T, items[i].x, who, items[i].what,
-                           against, why, why_len, compared);
-        else
-            rc = still_poisoned(items[i].got, B * T * items[i].x, who, items[i].what, why, why_len);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    return check_items(items, n, who, against, why, why_len, compared);
 }
 
 /* fused / fused-nosnap: once eagerly with every output, once as the timed graph (o only). */
@@ -1465,16 +1420,13 @@ static int check_fused(bench_work *w, int v, results *got, char *why, size_t why
                        size_t *compared)
 {
     MemraEngine *e = w->env->engine;
-    const bench_config *c = &w->c;
     const bool snaps = v == BV_FUSED;
     bench_set *s = &w->sets[0];
-    const char *against = "the 1.0 packed program";
     for (int pass = 0; pass < 2; pass++) {
         const bool eager = pass == 0;
         const char *who = snaps
                               ? (eager ? "fused eager, every output" : "fused graph")
                               : (eager ? "fused-nosnap eager, every output" : "fused-nosnap graph");
-        int rc;
         if (!eager && capture_11(w, s, v) != 0)
             return -1;
         if (restart(w, s) != 0 || poison_packed(e, s) != 0 || poison_prep(e, s) != 0)
@@ -1487,31 +1439,10 @@ static int check_fused(bench_work *w, int v, results *got, char *why, size_t why
         }
         if (sync_after(e, who) != 0)
             return -1;
-        if ((rc = check_outputs(w, s, &w->pk, eager, who, against, got, why, why_len, compared)) !=
-            0)
+        const int rc = check_outputs(w, s, &w->pk, eager, true, snaps, who,
+                                     "the 1.0 packed program", got, why, why_len, compared);
+        if (rc != 0)
             return rc;
-        if (download(e, tu_view(s->ring), got->ring, "reading the ring") != 0 ||
-            download(e, tu_view(final_state(c, s)), got->state, "reading the final state") != 0 ||
-            download(e, tu_view(s->snap_conv), got->snap_conv, "reading the conv snapshots") != 0 ||
-            download(e, tu_view(s->snap_ssm), got->snap_ssm, "reading the state snapshots") != 0)
-            return -1;
-        if ((rc = same_bits(w->pk.state, got->state, c->b, 1, c->state_words, who,
-                            "the final state", against, why, why_len, compared)) != 0 ||
-            (rc = same_bits(w->pk.ring, got->ring, c->b, 1, c->ring_words, who, "the final ring",
-                            against, why, why_len, compared)) != 0)
-            return rc;
-        if (snaps) {
-            if ((rc = same_bits(w->pk.snap_conv, got->snap_conv, c->b, c->t - 1, c->ring_words, who,
-                                "the conv snapshots", against, why, why_len, compared)) != 0 ||
-                (rc = same_bits(w->pk.snap_ssm, got->snap_ssm, c->b, c->t - 1, c->state_words, who,
-                                "the state snapshots", against, why, why_len, compared)) != 0)
-                return rc;
-        } else if ((rc = still_poisoned(got->snap_conv, c->b * (c->t - 1) * c->ring_words, who,
-                                        "the conv snapshot buffer", why, why_len)) != 0 ||
-                   (rc = still_poisoned(got->snap_ssm, c->b * (c->t - 1) * c->state_words, who,
-                                        "the state snapshot buffer", why, why_len)) != 0) {
-            return rc;
-        }
     }
     return 0;
 }
@@ -1570,8 +1501,9 @@ static int journal_replay(bench_work *w, const bench_set *s, int v, const char *
     rc = check_in_place(w, s, ring, state, who, state_against, got, why, why_len, compared);
     if (rc != 0)
         return rc;
-    return check_outputs(w, s, want, false, who, "the 1.0 packed program from the folded state",
-                         got, why, why_len, compared);
+    return check_outputs(w, s, want, false, false, false, who,
+                         "the 1.0 packed program from the folded state", got, why, why_len,
+                         compared);
 }
 
 /* journal and journal-all. X are set 0's new rows, (R0, S0) its initial ring and state; every
@@ -1622,7 +1554,7 @@ static int check_journal(bench_work *w, results *got, char *why, size_t why_len,
     if (enqueue_11(e, w, s, BV_JOURNAL, true) != MEMRA_STATUS_OK ||
         sync_after(e, "journal eager, empty journal") != 0)
         goto out;
-    if ((rc = check_outputs(w, s, &w->pk, true, "journal eager, empty journal",
+    if ((rc = check_outputs(w, s, &w->pk, true, false, false, "journal eager, empty journal",
                             "the 1.0 packed program", got, why, why_len, compared)) != 0 ||
         (rc = check_in_place(w, s, w->ring0, w->canon0, "journal eager, empty journal",
                              "the initial ones (nothing accepted)", got, why, why_len, compared)) !=
@@ -1706,7 +1638,8 @@ static int check_commit(bench_work *w, results *got, char *why, size_t why_len, 
                                        "the initial ones (nothing accepted)", got, why, why_len,
                                        compared);
         if (rc == 0)
-            rc = check_outputs(w, s, &w->pk, false, who, against, got, why, why_len, compared);
+            rc = check_outputs(w, s, &w->pk, false, false, false, who, against, got, why, why_len,
+                               compared);
         if (rc != 0)
             return rc;
     }

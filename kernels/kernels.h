@@ -211,6 +211,43 @@ enum {
 #define MEMRA__HD
 #endif
 
+/*
+ * Where a sequence's state sits after n of t chained rows: the rule of docs/layouts.md
+ * ("Parity", "Snapshots", "Device-side rollback"), decided here once for the API and both
+ * backends. Row r of the per-row program reads the canonical state (table entry 1) when r is
+ * even and the alternate one (entry 2) when r is odd, and writes the other; so after t rows the
+ * final state is in the alternate buffer when t is odd and in the canonical one when t is even.
+ * The packed scan and the 1.1 verify (SNAPSHOTS and FINAL_ONLY) write their final state there.
+ */
+static inline MEMRA__HD size_t memra__final_slot(size_t t)
+{
+    return t % 2 == 1 ? 2 : 1;
+}
+
+/* Snapshot r (0 <= r < t - 1) of sequence b among the [b_n, t - 1] snapshots of t rows: the
+ * ring or the state after row r. The state after the last row is the final state instead. */
+static inline MEMRA__HD size_t memra__snap_index(size_t b, size_t t, size_t r)
+{
+    return b * (t - 1) + r;
+}
+
+/* The state and the ring after n of t rows (1 <= n <= t) of sequence b, once the verify ran:
+ * for n < t, snapshot `snap` holds both and `slot` is 0; for n == t, the state is in table
+ * entry `slot` (memra__final_slot) and the ring in entry 0. A rollback to n rows copies from
+ * there into the canonical state and the ring. */
+typedef struct memra__after {
+    size_t slot; /* the table entry holding the state, or 0: snapshot `snap` */
+    size_t snap;
+} memra__after;
+
+static inline MEMRA__HD memra__after memra__state_after(size_t b, size_t t, size_t n)
+{
+    memra__after w;
+    w.slot = n == t ? memra__final_slot(t) : 0;
+    w.snap = n < t ? memra__snap_index(b, t, n - 1) : 0;
+    return w;
+}
+
 /* What a verify or commit makes of a sequence's journal header and accepted count. */
 typedef struct memra__journal_verdict {
     uint32_t what; /* 0: usable; else the memra__error_kind */

@@ -93,11 +93,10 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_tsnap(MemraEngine *engine, MemraSl
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_scan(__func__, true, q, k, v, g_log, beta, table, no_table, o_all,
                                     snap_ssm, num_v, t, b_n, scale, &args));
-    /* The per-row chain reads canonical on even rows and alternate on odd rows, so after t rows
-     * the state sits in alternate when t is odd and back in canonical when t is even: the packed
-     * scan reads canonical once and writes where the chain would. */
+    /* The packed scan reads canonical once and writes where the per-row chain would leave the
+     * state after t rows (the parity rule, memra__final_slot). */
     args.in_table = table.ptr + 1;
-    args.out_table = table.ptr + (t % 2 == 1 ? 2 : 1);
+    args.out_table = table.ptr + memra__final_slot(t);
     args.in_stride = MEMRA_TABLE_WIDTH;
     args.out_stride = MEMRA_TABLE_WIDTH;
     return memra__from_backend(__func__, engine->backend->scan(engine, &args));

@@ -381,18 +381,28 @@ static void gv_check(MemraEngine *e, gv_run *r, const gv_seqs *q, const gv_resul
     tu_expect_poison(arena + at, r->arena.len - at, "%s, %s: the gap after the last view", desc,
                      what);
 
+    /* The given tensors against the 1.0 program: the check the bench runs before timing. */
+    tu_check_item items[TU_GDN_N_TENSORS];
+    float *moved[TU_GDN_N_TENSORS] = {NULL};
+    size_t n = 0;
     for (int i = 0; i < TU_GDN_N_TENSORS; i++) {
         if (got.len[i] == 0 || (i < TU_GDN_N_VIEWS && !gv_given(c, i)))
             continue;
-        const float *cmp = got.t[i];
-        float *moved = NULL;
         if (c->order == MEMRA_HEAD_ORDER_GROUPED)
-            cmp = moved = gv_tiled_copy(got.t[i], gv_layout_of(sh, c->t, c->b, i), sh);
-        tu_expect_bits(cmp, ref->t[i], got.len[i], "%s, %s: %s against the 1.0 program%s", desc,
-                       what, tu_gdn_tensor_name[i],
-                       c->order == MEMRA_HEAD_ORDER_GROUPED ? " on head-permuted inputs" : "");
-        free(moved);
+            moved[i] = gv_tiled_copy(got.t[i], gv_layout_of(sh, c->t, c->b, i), sh);
+        items[n++] = (tu_check_item){tu_gdn_tensor_name[i], ref->t[i],
+                                     moved[i] != NULL ? moved[i] : got.t[i], got.len[i], true};
     }
+    char who[512], why[1024];
+    snprintf(who, sizeof who, "%s, %s", desc, what);
+    const bool same = tu_check_items(items, n, who,
+                                     c->order == MEMRA_HEAD_ORDER_GROUPED
+                                         ? "the 1.0 program on head-permuted inputs"
+                                         : "the 1.0 program",
+                                     why, sizeof why, NULL);
+    for (int i = 0; i < TU_GDN_N_TENSORS; i++)
+        free(moved[i]);
+    cr_assert(same, "%s", why);
     gv_result_free(&got);
     free(arena);
 }

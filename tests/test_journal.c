@@ -186,7 +186,8 @@ static void jr_per_row(MemraEngine *e, const tu_gdn_shape *sh, const jr_weights 
         out[i] = tu_poisoned(e, jr_out_layout(sh, i, 1).row_words);
 
     for (size_t row = 0; row < n; row++) {
-        const size_t base = row % 2 == 0 ? 0 : 3;
+        /* The table row whose canonical entry holds the state after `row` rows. */
+        const size_t base = tu_state_slot(row) == 1 ? 0 : 3;
         for (int i = 0; row > 0 && i < JR_N_OUT; i++)
             tu_poison(e, out[i]);
         TU_OK(memra_ssm_conv1d_fused_decode_b_view(e, tu_sub(in_qkv, row * cd, cd),
@@ -207,7 +208,7 @@ static void jr_per_row(MemraEngine *e, const tu_gdn_shape *sh, const jr_weights 
         }
         if (rw)
             tu_download_into(e, tu_sub(ring, 0, rw), r->ring + row * rw);
-        tu_download_into(e, tu_view(row % 2 == 0 ? s1 : s0), r->state + row * sw);
+        tu_download_into(e, tu_view(tu_state_slot(row + 1) == 2 ? s1 : s0), r->state + row * sw);
     }
     cr_assert(tu_all_finite(r->out[JR_O], n * vd), "the per-row program's o is not finite");
     void *bufs[] = {ring.ptr, s0.ptr, s1.ptr, table.ptr, in_qkv.ptr, in_beta_raw.ptr, in_alpha.ptr};
@@ -1141,7 +1142,7 @@ static void rb_run_case(rb_case c, MemraBackend backend)
          * state must also be the per-row program's after t rows. */
         tu_expect_bits(r.post[0][0], r.ref[0].ring + (t - 1) * rw, rw,
                        "%s: the verify's final ring against the per-row program", r.desc);
-        tu_expect_bits(r.post[0][t % 2 == 1 ? 2 : 1], r.ref[0].state + (t - 1) * sw, sw,
+        tu_expect_bits(r.post[0][tu_state_slot(t)], r.ref[0].state + (t - 1) * sw, sw,
                        "%s: the verify's final state against the per-row program", r.desc);
         rb_seqs_free(&r, q);
     }

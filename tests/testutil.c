@@ -138,41 +138,28 @@ void tu_write_u64(MemraEngine *e, const uint64_t *host, size_t len, MemraSliceMu
     tu_check(memra_htod_u64_into(e, src, dst), "memra_htod_u64_into");
 }
 
+/* Both expectations are tu_check_items of one item, the check the bench runs too. */
+static void tu_expect_item(const tu_check_item *item)
+{
+    char why[1024];
+    if (!tu_check_items(item, 1, "bit identity", "the reference", why, sizeof why, NULL))
+        cr_assert_fail("%s", why);
+}
+
 void tu_expect_bits(const float *got, const float *ref, size_t len, const char *what, ...)
 {
-    const size_t first = tu_first_diff(got, ref, len);
-    if (first == len)
-        return;
     char buf[768];
     TU_FORMAT_WHAT(buf, what);
-    uint32_t g, r;
-    memcpy(&g, &got[first], sizeof g);
-    memcpy(&r, &ref[first], sizeof r);
-    cr_assert_fail("%s: %zu of %zu words differ, the first at index %zu (%a, bits 0x%08" PRIx32
-                   ", against %a, bits 0x%08" PRIx32 ")",
-                   buf, tu_bit_diffs(got, ref, len), len, first, (double)got[first], g,
-                   (double)ref[first], r);
+    const tu_check_item item = {buf, ref, got, len, true};
+    tu_expect_item(&item);
 }
 
 void tu_expect_poison(const float *got, size_t len, const char *what, ...)
 {
-    size_t first = len, count = 0;
-    for (size_t i = 0; i < len; i++) {
-        uint32_t u;
-        memcpy(&u, &got[i], sizeof u);
-        if (u != TU_POISON_BITS) {
-            if (first == len)
-                first = i;
-            count++;
-        }
-    }
-    if (count == 0)
-        return;
     char buf[768];
     TU_FORMAT_WHAT(buf, what);
-    cr_assert_fail("%s: %zu of %zu words were written (must keep the poison), the first at "
-                   "index %zu (%a)",
-                   buf, count, len, first, (double)got[first]);
+    const tu_check_item item = {buf, NULL, got, len, false};
+    tu_expect_item(&item);
 }
 
 void tu_gdn_weights(const tu_gdn_shape *sh, uint64_t seed, float *w, float *dt_bias, float *a)

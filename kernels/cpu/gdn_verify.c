@@ -229,10 +229,12 @@ void memra__cpu_gdn_verify(const memra__verify_args *a, float *scratch)
         const float *alpha = t > 0 ? a->alpha + x0 * num_v : NULL;
 
         if (!journal) {
-            /* The 1.0 parity rule: t chained rows leave the state in alternate when t is odd. */
-            const uint64_t final = row[t % 2 == 1 ? 2 : 1];
-            float *sc = a->snap_conv ? a->snap_conv + b * (t - 1) * a->conv_dim * pad : NULL;
-            float *ss = a->snap_ssm ? a->snap_ssm + b * (t - 1) * state_words : NULL;
+            /* The 1.0 parity rule places the final state; sequence b's snapshots start at its
+             * snapshot of row 0. */
+            const uint64_t final = row[memra__final_slot(t)];
+            const size_t first = memra__snap_index(b, t, 0);
+            float *sc = a->snap_conv ? a->snap_conv + first * a->conv_dim * pad : NULL;
+            float *ss = a->snap_ssm ? a->snap_ssm + first * state_words : NULL;
             run_rows(a, qkv, beta_raw, alpha, t, ring, canonical, final, &out, sc, ss);
             continue;
         }
@@ -292,16 +294,17 @@ void memra__cpu_gdn_rollback(const memra__rollback_args *a)
             record(a->err, MEMRA__OP_ROLLBACK, b, n, (uint32_t)t, MEMRA__ERR_ROLLBACK_RANGE);
             continue;
         }
-        if (n == t) {
-            /* The verify left the ring after row t - 1; the final state is in alternate when t
-             * is odd, in canonical (nothing to do) when t is even. */
-            if (t % 2 == 1)
-                memcpy(canonical, (const float *)(uintptr_t)row[2], state_words * sizeof(float));
+        const memra__after from = memra__state_after(b, t, n);
+        if (from.slot != 0) {
+            /* The verify left the ring after row t - 1, and the final state in its parity slot,
+             * which may already be the canonical one. */
+            if (from.slot != 1)
+                memcpy(canonical, (const float *)(uintptr_t)row[from.slot],
+                       state_words * sizeof(float));
             continue;
         }
-        const size_t e = b * (t - 1) + (n - 1);
         if (ring_words > 0)
-            memcpy(ring, a->snap_conv + e * ring_words, ring_words * sizeof(float));
-        memcpy(canonical, a->snap_ssm + e * state_words, state_words * sizeof(float));
+            memcpy(ring, a->snap_conv + from.snap * ring_words, ring_words * sizeof(float));
+        memcpy(canonical, a->snap_ssm + from.snap * state_words, state_words * sizeof(float));
     }
 }

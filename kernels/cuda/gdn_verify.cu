@@ -397,7 +397,7 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     const verify_ws ws = carve_ws(a->workspace, a->b_n, a->t, a->num_k, a->num_v);
     memra__scan_job job = {};
     job.in_table = a->table + 1;
-    job.out_table = a->table + ((journal || a->t % 2 == 0) ? 1 : 2);
+    job.out_table = a->table + (journal ? 1 : memra__final_slot(a->t));
     job.in_stride = MEMRA__TABLE_WIDTH;
     job.out_stride = MEMRA__TABLE_WIDTH;
     job.q = ws.q;
@@ -492,6 +492,7 @@ __global__ void __launch_bounds__(ROLLBACK_THREADS)
                          MEMRA__ERR_ROLLBACK_RANGE);
         return;
     }
+    const memra__after from = memra__state_after(b, t, n);
     float *dst;
     const float *src;
     size_t lo, words;
@@ -499,22 +500,22 @@ __global__ void __launch_bounds__(ROLLBACK_THREADS)
         dst = (float *)(uintptr_t)row[1];
         lo = part * ROLLBACK_CHUNK;
         words = state_words;
-        if (n == t) {
-            /* The final state is already canonical for even t, in alternate for odd t. */
-            if (t % 2 == 0)
+        if (from.slot != 0) {
+            /* The final state is in its parity slot, which may already be the canonical one. */
+            if (from.slot == 1)
                 return;
-            src = (const float *)(uintptr_t)row[2];
+            src = (const float *)(uintptr_t)row[from.slot];
         } else {
-            src = a.snap_ssm + (b * (t - 1) + (n - 1)) * state_words;
+            src = a.snap_ssm + from.snap * state_words;
         }
     } else {
         /* The ring already is the final one when every row was accepted. */
-        if (n == t)
+        if (from.slot != 0)
             return;
         dst = (float *)(uintptr_t)row[0];
         lo = (part - rollback_chunks(state_words)) * ROLLBACK_CHUNK;
         words = ring_words;
-        src = a.snap_conv + (b * (t - 1) + (n - 1)) * ring_words;
+        src = a.snap_conv + from.snap * ring_words;
     }
     const size_t hi = lo + ROLLBACK_CHUNK < words ? lo + ROLLBACK_CHUNK : words;
     rollback_copy(dst, src, lo, hi);

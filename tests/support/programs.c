@@ -57,10 +57,11 @@ MemraStatus tu_rows_row(MemraEngine *e, const tu_rows *p, size_t r, const char *
 {
     const size_t B = p->b, cd = TU_CONV_DIM(p->num_k, p->num_v), nv = p->num_v;
     const size_t vd = TU_VALUE_DIM(p->num_v);
-    const bool even = r % 2 == 0;
+    /* Row r reads the buffer holding the state after r rows and writes the other one. */
+    const bool from_canonical = tu_state_slot(r) == 1;
     const MemraSliceU64 rings = {p->table.ptr, B};
-    const MemraSliceU64 in = {p->table.ptr + (even ? B : 2 * B), B};
-    const MemraSliceU64 out = {p->table.ptr + (even ? 2 * B : 3 * B), B};
+    const MemraSliceU64 in = {p->table.ptr + (from_canonical ? B : 2 * B), B};
+    const MemraSliceU64 out = {p->table.ptr + (from_canonical ? 2 * B : 3 * B), B};
     const char *what = "per-row conv";
     MemraStatus st;
 

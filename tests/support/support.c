@@ -275,3 +275,70 @@ MemraStatus tu_verify_args_sizes(MemraVerifyArgs *v, const tu_gdn_shape *sh, siz
     v->scale = TU_GDN_SCALE;
     return MEMRA_STATUS_OK;
 }
+
+size_t tu_state_slot(size_t rows)
+{
+    return rows % 2 == 1 ? 2 : 1;
+}
+
+size_t tu_snap_index(size_t b, size_t t, size_t r)
+{
+    if (t == 0 || r + 1 >= t)
+        tu_fail("tu_snap_index: %zu rows have no snapshot of row %zu", t, r);
+    return b * (t - 1) + r;
+}
+
+const float *tu_state_after(const float *finals, const float *snaps, size_t words, size_t b,
+                            size_t t, size_t n)
+{
+    if (n == 0 || n > t)
+        tu_fail("tu_state_after: %zu of %zu rows", n, t);
+    return n == t ? finals + b * words : snaps + tu_snap_index(b, t, n - 1) * words;
+}
+
+static uint32_t tu_bits(const float *a, size_t i)
+{
+    uint32_t u;
+    memcpy(&u, a + i, sizeof u);
+    return u;
+}
+
+bool tu_check_items(const tu_check_item *items, size_t n, const char *who, const char *against,
+                    char *why, size_t why_len, size_t *compared)
+{
+    for (size_t k = 0; k < n; k++) {
+        const tu_check_item *it = &items[k];
+        size_t diffs = 0, first = 0;
+        if (it->given) {
+            if (it->len > 0 && memcmp(it->want, it->got, it->len * sizeof(float)) != 0) {
+                diffs = tu_bit_diffs(it->got, it->want, it->len);
+                first = tu_first_diff(it->got, it->want, it->len);
+            }
+        } else {
+            for (size_t i = 0; i < it->len; i++)
+                if (tu_bits(it->got, i) != TU_POISON_BITS && diffs++ == 0)
+                    first = i;
+        }
+        if (diffs == 0) {
+            if (compared != NULL && it->given)
+                *compared += it->len;
+            continue;
+        }
+        if (it->given)
+            snprintf(why, why_len,
+                     "%s: %s differs from %s in %zu of %zu words, the first at index %zu (got %a, "
+                     "bits 0x%08x, want %a, bits 0x%08x)",
+                     who, it->what, against, diffs, it->len, first, (double)it->got[first],
+                     (unsigned)tu_bits(it->got, first), (double)it->want[first],
+                     (unsigned)tu_bits(it->want, first));
+        else
+            snprintf(why, why_len,
+                     "%s: %s was written although the call was not given it: %zu of %zu words "
+                     "lost the poison, the first at index %zu (got %a, bits 0x%08x, want bits "
+                     "0x%08x)",
+                     who, it->what, diffs, it->len, first, (double)it->got[first],
+                     (unsigned)tu_bits(it->got, first), (unsigned)TU_POISON_BITS);
+        return false;
+    }
+    return true;
+}

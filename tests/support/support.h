@@ -100,6 +100,26 @@ double tu_rel_err_f32(const float *a, const float *ref, size_t len);
  * whose fingerprints agree computed the same bits. */
 uint64_t tu_fnv1a(const float *a, size_t len);
 
+/* ---- Checks that describe their first failure ---- */
+
+/* One output of a call checked against a reference: `got` must equal `want` bit for bit when
+ * the call was given the output, and must still hold TU_POISON_BITS everywhere (`want` unused)
+ * when it was not. */
+typedef struct tu_check_item {
+    const char *what; /* the output's name */
+    const float *want, *got;
+    size_t len; /* words */
+    bool given;
+} tu_check_item;
+
+/* Checks the `n` items in order. True when all pass, with the words compared added to
+ * `*compared` (may be NULL). Otherwise false, with `why` naming the first failing item after
+ * `who`, how many of its words differ, and the first of them: its index and both values as
+ * hex bits; `against` names the reference (the 1.0 program, say). The suites assert on the
+ * result, and the bench runs the same check before it times a call. */
+bool tu_check_items(const tu_check_item *items, size_t n, const char *who, const char *against,
+                    char *why, size_t why_len, size_t *compared);
+
 /* ---- Failures recorded where no assertion may run (worker threads, standalone drivers) ---- */
 
 /* The first failure of a scenario, with its message; later ones are dropped. */
@@ -170,6 +190,23 @@ tu_gdn_shape tu_gdn_shape_make(size_t num_k, size_t num_v, size_t d_conv);
  * shape `sh`, TU_GDN_EPS and TU_GDN_SCALE; buffers are the caller's. Returns the init's status. */
 MemraStatus tu_verify_args_sizes(MemraVerifyArgs *v, const tu_gdn_shape *sh, size_t t, size_t b,
                                  MemraVerifyMode mode, MemraHeadOrder order);
+
+/* ---- Where the state sits after n rows ---- */
+
+/* The public rule of docs/layouts.md ("Parity", "Snapshots") and docs/verify-1.1.md
+ * ("Device-side rollback"), restated here once for the suites and the bench, which may not use
+ * the library's own copy: the table entry (1: canonical, 2: alternate) holding the state after
+ * `rows` chained rows, that is the alternate one after an odd count. A packed scan or a
+ * SNAPSHOTS or FINAL_ONLY verify of `rows` rows leaves its final state there too. */
+size_t tu_state_slot(size_t rows);
+
+/* Snapshot r (0 <= r < t - 1) of sequence b among the [b, t - 1] snapshots of t rows. */
+size_t tu_snap_index(size_t b, size_t t, size_t r);
+
+/* Sequence b's ring or state (`words` each) after n of t rows (1 <= n <= t), from a run's
+ * results: entry b of `finals` ([b, words]) for n == t, else its snapshot n - 1 of `snaps`. */
+const float *tu_state_after(const float *finals, const float *snaps, size_t words, size_t b,
+                            size_t t, size_t n);
 
 /* ---- The 1.0 programs ---- */
 
