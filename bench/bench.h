@@ -12,8 +12,8 @@
  * bandwidth, machine and build description), report.c (stdout table and summary, bench.csv,
  * bench.json), compare.c (reading bench.json files, run-to-run comparison), json.c (the JSON
  * reader compare.c uses), util.c (errors and statistics), hash.c (--mode hash: fingerprints of
- * the packed verify's outputs). The generator, the views and the 1.0 programs come from the
- * test-support library (tests/support/support.h).
+ * the packed verify's outputs), variants.def (the list of variants). The generator, the
+ * views and the 1.0 programs come from the test-support library (tests/support/support.h).
  */
 #ifndef MEMRA_BENCH_H
 #define MEMRA_BENCH_H
@@ -33,30 +33,22 @@
  * marked noisy: its variants differ from each other by less than their own scatter. */
 #define BENCH_NOISY_SPREAD 0.10
 
-/* Every variant of one verify (T rows of B sequences through conv, prep and scan). The 1.0
- * variants come first; a 1.1 variant that fails is marked FAILED on its own, the 1.0 ones
- * still run. */
+/* Every variant of one verify, from the list in variants.def (which says what each one is). */
 enum bench_variant {
-    BV_ROW_EAGER,    /* T rows x 3 per-row launches with b_n = B, enqueued one by one */
-    BV_ROW_GRAPH,    /* the same 3T launches captured once and replayed */
-    BV_PACK_EAGER,   /* conv tloop + prep + scan tsnap over all T rows, snapshots on */
-    BV_PACK_GRAPH,   /* the same 3 launches captured once and replayed */
-    BV_FUSED,        /* memra_gdn_verify, SNAPSHOTS mode, `o` only, graph-replayed */
-    BV_FUSED_NOSNAP, /* memra_gdn_verify, FINAL_ONLY mode, `o` only, graph-replayed */
-    BV_JOURNAL,      /* memra_gdn_verify, JOURNAL mode, accepted counts uniform in 1..T */
-    BV_JOURNAL_ALL,  /* the same with every row accepted (the most folding work) */
-    BV_ROLLBACK,     /* memra_gdn_rollback after a SNAPSHOTS verify, counts uniform in 1..T */
-    BV_COMMIT,       /* memra_gdn_journal_commit, counts uniform in 1..T: a graph of a refill
-                      * verify and the commit, less a graph of the refill alone */
+#define X(id, key, name, in_table, width, graph, journal) BV_##id,
+#include "variants.def"
+#undef X
     BV_COUNT
 };
 #define BV_FIRST_11 BV_FUSED
 
 /* Keys in bench.csv and bench.json ("row_eager", ...), names in the table header
- * ("row-eager", ...), and whether the stdout table has a column for the variant. */
+ * ("row-eager", ...), whether the stdout table has a column for the variant and that column's
+ * width. */
 extern const char *const bench_variant_key[BV_COUNT];
 extern const char *const bench_variant_name[BV_COUNT];
 extern const bool bench_variant_in_table[BV_COUNT];
+extern const int bench_variant_width[BV_COUNT];
 /* The variant with this key, or -1. */
 int bench_variant_from_key(const char *key);
 

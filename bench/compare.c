@@ -238,7 +238,7 @@ static void header_line(FILE *f)
 {
     fprintf(f, "%-6s %3s %3s", "shape", "T", "B");
     for (int v = 0; v < BV_COUNT; v++)
-        fprintf(f, " %*s", v == BV_FUSED_NOSNAP ? 13 : 11, bench_variant_name[v]);
+        fprintf(f, " %*s", bench_variant_width[v] + 1, bench_variant_name[v]);
     fputs("  note\n", f);
 }
 

@@ -30,7 +30,7 @@ static const char *or_unknown(const char *s)
 /* Column width of variant v in the table. */
 static int col_width(int v)
 {
-    return v == BV_FUSED_NOSNAP ? 12 : 10;
+    return bench_variant_width[v];
 }
 
 void bench_report_header(FILE *f, const bench_env *env)

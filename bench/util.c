@@ -11,14 +11,25 @@
 #include "bench.h"
 
 const char *const bench_variant_key[BV_COUNT] = {
-    "row_eager",    "row_graph", "packed_eager", "packed_graph", "fused",
-    "fused_nosnap", "journal",   "journal_all",  "rollback",     "commit"};
+#define X(id, key, name, in_table, width, graph, journal) key,
+#include "variants.def"
+#undef X
+};
 const char *const bench_variant_name[BV_COUNT] = {
-    "row-eager",    "row-graph", "pack-eager",  "pack-graph", "fused",
-    "fused-nosnap", "journal",   "journal-all", "rollback",   "commit"};
-/* The all-accepted journal is the worst case of the journal column: files only. */
-const bool bench_variant_in_table[BV_COUNT] = {true, true, true,  true, true,
-                                               true, true, false, true, true};
+#define X(id, key, name, in_table, width, graph, journal) name,
+#include "variants.def"
+#undef X
+};
+const bool bench_variant_in_table[BV_COUNT] = {
+#define X(id, key, name, in_table, width, graph, journal) in_table,
+#include "variants.def"
+#undef X
+};
+const int bench_variant_width[BV_COUNT] = {
+#define X(id, key, name, in_table, width, graph, journal) width,
+#include "variants.def"
+#undef X
+};
 const char *const bench_extra_name[BX_COUNT] = {"refill verify", "verify prologue",
                                                 "verify row loop"};
 

@@ -16,7 +16,7 @@ BENCH_OUT ?= results
 BENCH_BIN := $(BUILD)/bench/memra_bench
 BENCH_SRC := $(wildcard bench/*.c)
 BENCH_OBJ := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/obj/%.o)
-BENCH_HDR := $(wildcard bench/*.h) abi/memra.h $(SUPPORT_HDR)
+BENCH_HDR := $(wildcard bench/*.h) bench/variants.def abi/memra.h $(SUPPORT_HDR)
 BENCH_INFO := $(BUILD)/bench/build_info.h
 
 # -Itests for the test-support library (mk/support.mk): the generator, views and 1.0 programs.
