@@ -98,7 +98,7 @@ LDLIBS_LIB += -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lstdc++
 OBJ_CU := $(SRC_CU:%.cu=$(BUILD)/obj/%.o)
 endif
 OBJ_C := $(SRC_C:%.c=$(BUILD)/obj/%.o)
-HEADERS := abi/memra.h $(wildcard src/*.h) kernels/kernels.h $(wildcard kernels/cpu/*.h) \
+HEADERS := abi/memra.h $(wildcard src/*.h) src/ops.def kernels/kernels.h $(wildcard kernels/cpu/*.h) \
            $(wildcard kernels/cuda/*.cuh)
 
 LIB_REAL := $(BUILD)/libmemra.so.$(VERSION)

@@ -133,18 +133,12 @@ typedef struct memra__scan_args {
  */
 typedef struct memra__dev_error {
     uint32_t set;
-    uint32_t op;    /* memra__op_id of the operation */
+    uint32_t op;    /* the operation, from its arguments' `op` (memra__op, src/ops.def) */
     uint32_t seq;   /* the sequence index */
     uint32_t value; /* the count found */
     uint32_t limit; /* the largest legal value */
     uint32_t what;  /* memra__error_kind */
 } memra__dev_error;
-
-typedef enum memra__op_id {
-    MEMRA__OP_VERIFY = 1,
-    MEMRA__OP_COMMIT = 2,
-    MEMRA__OP_ROLLBACK = 3
-} memra__op_id;
 
 typedef enum memra__error_kind {
     /* accepted[b] is larger than the rows the journal holds (value: the count, limit: rows) */
@@ -368,7 +362,8 @@ typedef struct memra__verify_args {
     uint32_t *err_claim;
     /* The journals' declared capacity (MemraVerifyArgs::journal_t_max), 0 when not declared. */
     size_t cap;
-    /* CUDA only: memra__verify_workspace_words() floats, 16-byte aligned. */
+    /* CUDA: memra__verify_workspace_words() floats, 16-byte aligned (the host's or the
+     * engine's). CPU: the backend's own memra__cpu_verify_scratch_words() floats. */
     float *workspace;
 } memra__verify_args;
 
@@ -407,6 +402,7 @@ typedef struct memra__rollback_args {
     size_t d_conv;
     size_t t;
     size_t b_n;
+    uint32_t op;
     memra__dev_error *err;
     uint32_t *err_claim;
 } memra__rollback_args;
@@ -415,9 +411,9 @@ typedef struct memra__rollback_args {
 void memra__cpu_ssm_conv1d(const memra__conv_args *args);
 void memra__cpu_gdn_prep(const memra__prep_args *args);
 void memra__cpu_gdn_scan(const memra__scan_args *args);
-/* The 1.1 verify needs `scratch` of memra__cpu_verify_scratch_words(args) floats. */
+/* The 1.1 verify needs args->workspace of memra__cpu_verify_scratch_words(args) floats. */
 size_t memra__cpu_verify_scratch_words(const memra__verify_args *args);
-void memra__cpu_gdn_verify(const memra__verify_args *args, float *scratch);
+void memra__cpu_gdn_verify(const memra__verify_args *args);
 void memra__cpu_gdn_rollback(const memra__rollback_args *args);
 
 /* CUDA kernels (kernels/cuda/): enqueue on `stream` (a cudaStream_t) and return the
@@ -461,10 +457,6 @@ enum {
     MEMRA__ERR_COPY_OVERLAP = 7,
 };
 #define MEMRA__ERR_COPY_DST 0x100u
-
-/* The operations of the 1.2 copies (memra__dev_error.op). */
-#define MEMRA__OP_COPY_BATCH 4
-#define MEMRA__OP_COPY_INDIRECT 5
 
 #ifdef __CUDACC__
 #define MEMRA__HOST_DEVICE __host__ __device__

@@ -136,7 +136,7 @@ MEMRA__EXPORT MemraStatus memra_copy_batch_uniform_f32(MemraEngine *engine, Memr
     memra__copy_args args;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_copy_batch(__func__, table, n, words, &args));
-    return memra__from_backend(__func__, engine->backend->state_copy(engine, &args));
+    return memra__enqueue_copy(engine, MEMRA__OP_COPY_BATCH, &args);
 }
 
 MEMRA__EXPORT MemraStatus memra_copy_indirect_src_f32(MemraEngine *engine, MemraSliceU64 src_ptr,
@@ -147,5 +147,5 @@ MEMRA__EXPORT MemraStatus memra_copy_indirect_src_f32(MemraEngine *engine, Memra
     memra__copy_args args;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_copy_indirect(__func__, src_ptr, dst, dst_off, n, &args));
-    return memra__from_backend(__func__, engine->backend->state_copy(engine, &args));
+    return memra__enqueue_copy(engine, MEMRA__OP_COPY_INDIRECT, &args);
 }

@@ -1,7 +1,8 @@
 /*
  * Exported entry points: the GDN operations. Each validates (src/validate.c, shared by both
- * backends), then dispatches to the engine's backend. The per-row and the packed form of an
- * operation reach the same backend entry with the same argument struct.
+ * backends), then enqueues its kernel under its id of the operation table (src/ops.def). The
+ * per-row and the packed form of an operation reach the same kernel with the same argument
+ * struct.
  */
 #include "engine.h"
 #include "status.h"
@@ -19,7 +20,7 @@ MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode_b_view(
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_conv(__func__, false, qkv, conv_ptrs, w, conv_out, no_snapshots,
                                     conv_dim, d_conv, 1, b_n, &args));
-    return memra__from_backend(__func__, engine->backend->conv(engine, &args));
+    return memra__enqueue_conv(engine, MEMRA__OP_CONV_B, &args);
 }
 
 MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode_tloop(
@@ -32,11 +33,11 @@ MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode_tloop(
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_conv(__func__, true, qkv, table, w, conv_outs, snap_conv, conv_dim,
                                     d_conv, t, b_n, &args));
-    return memra__from_backend(__func__, engine->backend->conv(engine, &args));
+    return memra__enqueue_conv(engine, MEMRA__OP_CONV_T, &args);
 }
 
 /* Both prep names are the same operation; memra-engine has a slice and a view flavour. */
-static MemraStatus prep(const char *fn, MemraEngine *engine, MemraSliceF32 conv_out,
+static MemraStatus prep(const char *fn, memra__op op, MemraEngine *engine, MemraSliceF32 conv_out,
                         MemraSliceF32 beta_raw, MemraSliceF32 alpha, MemraSliceF32 dt_bias,
                         MemraSliceF32 a, MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2,
                         MemraSliceMutF32 v_g, MemraSliceMutF32 beta, MemraSliceMutF32 g_log,
@@ -48,12 +49,12 @@ static MemraStatus prep(const char *fn, MemraEngine *engine, MemraSliceF32 conv_
     MEMRA__TRY(memra__validate_prep(fn, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g,
                                     beta, g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n,
                                     &args));
-    return memra__from_backend(fn, engine->backend->prep(engine, &args));
+    return memra__enqueue_prep(engine, op, &args);
 }
 
 /* Both exported prep names have the same signature and body, so one definition serves both
  * and they cannot drift apart; __func__ is still each function's own name in messages. */
-#define MEMRA__PREP_ENTRY(name)                                                                    \
+#define MEMRA__PREP_ENTRY(name, op)                                                                \
     MEMRA__EXPORT MemraStatus name(                                                                \
         MemraEngine *engine, MemraSliceF32 conv_out, MemraSliceF32 beta_raw, MemraSliceF32 alpha,  \
         MemraSliceF32 dt_bias, MemraSliceF32 a, MemraSliceMutF32 q_l2, MemraSliceMutF32 k_l2,      \
@@ -61,12 +62,12 @@ static MemraStatus prep(const char *fn, MemraEngine *engine, MemraSliceF32 conv_
         size_t num_v, size_t num_k, size_t key_dim, float eps, size_t conv_dim, size_t b_n)        \
     {                                                                                              \
         MEMRA__ENTER(engine);                                                                      \
-        return prep(__func__, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, k_l2, v_g,      \
-                    beta, g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);              \
+        return prep(__func__, MEMRA__OP_##op, engine, conv_out, beta_raw, alpha, dt_bias, a, q_l2, \
+                    k_l2, v_g, beta, g_log, d_state, num_v, num_k, key_dim, eps, conv_dim, b_n);   \
     }
 
-MEMRA__PREP_ENTRY(memra_gdn_prep_decode_b)
-MEMRA__PREP_ENTRY(memra_gdn_prep_decode_b_view)
+MEMRA__PREP_ENTRY(memra_gdn_prep_decode_b, PREP_B)
+MEMRA__PREP_ENTRY(memra_gdn_prep_decode_b_view, PREP_V)
 
 MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_batched_view(
     MemraEngine *engine, MemraSliceF32 q, MemraSliceF32 k, MemraSliceF32 v, MemraSliceF32 g_log,
@@ -78,7 +79,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_batched_view(
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_scan(__func__, false, q, k, v, g_log, beta, in_ptrs, out_ptrs, o,
                                     no_snapshots, num_v, 1, b_n, scale, &args));
-    return memra__from_backend(__func__, engine->backend->scan(engine, &args));
+    return memra__enqueue_scan(engine, MEMRA__OP_SCAN_B, &args);
 }
 
 MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_tsnap(MemraEngine *engine, MemraSliceF32 q,
@@ -99,7 +100,7 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128_tsnap(MemraEngine *engine, MemraSl
     args.out_table = table.ptr + memra__final_slot(t);
     args.in_stride = MEMRA_TABLE_WIDTH;
     args.out_stride = MEMRA_TABLE_WIDTH;
-    return memra__from_backend(__func__, engine->backend->scan(engine, &args));
+    return memra__enqueue_scan(engine, MEMRA__OP_SCAN_T, &args);
 }
 
 MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode(MemraEngine *engine, MemraSliceF32 qkv,
@@ -112,7 +113,7 @@ MEMRA__EXPORT MemraStatus memra_ssm_conv1d_fused_decode(MemraEngine *engine, Mem
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_conv_direct(__func__, qkv, conv_state, w, conv_out, conv_dim, d_conv,
                                            &args));
-    return memra__from_backend(__func__, engine->backend->conv(engine, &args));
+    return memra__enqueue_conv(engine, MEMRA__OP_CONV_1, &args);
 }
 
 MEMRA__EXPORT MemraStatus memra_gdn_scan_s128(MemraEngine *engine, MemraSliceF32 q, MemraSliceF32 k,
@@ -126,5 +127,5 @@ MEMRA__EXPORT MemraStatus memra_gdn_scan_s128(MemraEngine *engine, MemraSliceF32
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_scan_direct(__func__, q, k, v, g_log, beta, state_in, state_out, o,
                                            num_v, t, scale, &args));
-    return memra__from_backend(__func__, engine->backend->scan(engine, &args));
+    return memra__enqueue_scan(engine, MEMRA__OP_SCAN_1, &args);
 }

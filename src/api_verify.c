@@ -34,7 +34,7 @@ static MemraStatus verify_or_commit(const char *fn, MemraEngine *engine, bool co
     memra__verify_args a;
     MEMRA__TRY(memra__check_engine(fn, engine));
     MEMRA__TRY(memra__validate_verify(fn, commit, args, &a));
-    return memra__from_backend(fn, engine->backend->verify(engine, &a));
+    return memra__enqueue_verify(engine, commit ? MEMRA__OP_COMMIT : MEMRA__OP_VERIFY, &a);
 }
 
 MEMRA__EXPORT MemraStatus memra_gdn_verify(MemraEngine *engine, const MemraVerifyArgs *args)
@@ -67,5 +67,5 @@ MEMRA__EXPORT MemraStatus memra_gdn_rollback(MemraEngine *engine, const MemraVer
     memra__rollback_args a;
     MEMRA__TRY(memra__check_engine(__func__, engine));
     MEMRA__TRY(memra__validate_rollback(__func__, args, &a));
-    return memra__from_backend(__func__, engine->backend->rollback(engine, &a));
+    return memra__enqueue_rollback(engine, MEMRA__OP_ROLLBACK, &a);
 }

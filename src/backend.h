@@ -3,10 +3,18 @@
  * of function pointers (the pattern of ggml's backend interface). There are two instances,
  * memra__backend_cpu (src/backend_cpu.c) and memra__backend_cuda (src/backend_cuda.c).
  *
+ * A backend differs from the other in how it allocates, copies, synchronises and captures, and
+ * in how it runs a kernel: one `enqueue` entry takes every operation by its kernel id from the
+ * operation table (src/ops.def, src/ops.h), which also gives each backend its kernel functions.
+ *
  * A backend sees one part of an engine, its memra__device (below), and nothing of the engine
- * layer above it (src/engine.h): not the allocation registry, the capture or the handle. The
- * entries take the engine itself, so that the runtime calls them as e->backend->conv(e, ...);
- * a backend turns it into its device with memra__device_of().
+ * layer above it (src/engine.h): not the allocation registry, the handle, nor the state of a
+ * memra_graph_capture call (which of the step's calls is running). Whether work is recorded
+ * rather than run is the backend's own state: the CPU backend records between its
+ * capture_begin and capture_end; on CUDA the stream records whatever is enqueued while it is
+ * captured, by capture_begin or by a host that captures the stream it gave the engine. The
+ * entries take the engine itself, so that the runtime calls them as
+ * e->backend->enqueue(e, ...); a backend turns it into its device with memra__device_of().
  *
  * Contract for every entry: the arguments are already validated, the engine is live, not
  * faulted, and the caller holds it exclusively. A failure returns a status with its message
@@ -22,6 +30,7 @@
 
 #include "kernels.h"
 #include "memra.h"
+#include "ops.h"
 #include "status.h"
 
 /* The part of an engine that belongs to its backend: the first member of struct MemraEngine
@@ -66,20 +75,17 @@ typedef struct memra__backend {
     MemraStatus (*copy_dtoh)(MemraEngine *e, void *dst, const void *src, size_t bytes);
     MemraStatus (*synchronize)(MemraEngine *e);
 
-    /* The three operations; while e->capture->recording is set they are recorded into the
-     * graph being captured instead of run. */
-    MemraStatus (*conv)(MemraEngine *e, const memra__conv_args *args);
-    MemraStatus (*prep)(MemraEngine *e, const memra__prep_args *args);
-    MemraStatus (*scan)(MemraEngine *e, const memra__scan_args *args);
-    /* The 1.1 operations: the whole verify (or a journal commit, args->t == 0) and the
-     * rollback. `err`, `err_claim` and (when the host passed none) `workspace` of the arguments are
-     * the backend's to fill. Counts found bad on the device are recorded, not returned:
-     * `take_findings` reports them. */
-    MemraStatus (*verify)(MemraEngine *e, const memra__verify_args *args);
-    MemraStatus (*rollback)(MemraEngine *e, const memra__rollback_args *args);
-    /* After a synchronisation: INVALID_ARGUMENT with the first finding the 1.1 kernels
-     * recorded (and the record cleared), or OK. Only the exported synchronising calls ask for
-     * it, so that the runtime's own waits (graph and engine teardown) lose no report. */
+    /* Runs operation kernel `k` (src/ops.def) with its arguments `args->k`, or records it
+     * into the graph being captured instead while a capture is open (above). The
+     * backend fills what the arguments leave to it: the finding record of the kernels that
+     * record findings (memra__kernel_set_findings) and the verify's workspace (the engine's
+     * own on CUDA when the host passed none; on the CPU always the backend's scratch). Counts
+     * and addresses found bad on the device are recorded, not returned: `take_findings`
+     * reports them. `args` is the caller's to reuse once this returns. */
+    MemraStatus (*enqueue)(MemraEngine *e, memra__kernel k, memra__kernel_args *args);
+    /* After a synchronisation: INVALID_ARGUMENT with the first finding the kernels recorded
+     * (and the record cleared), or OK. Only the exported synchronising calls ask for it, so
+     * that the runtime's own waits (graph and engine teardown) lose no report. */
     MemraStatus (*take_findings)(MemraEngine *e);
 
     /* Graph capture: begin recording the engine's operations; end it, producing an executable
@@ -89,11 +95,6 @@ typedef struct memra__backend {
     MemraStatus (*graph_launch)(MemraEngine *e, void *exec);
     /* Releases an executable; the runtime has synchronised the engine before calling it. */
     void (*graph_free)(MemraEngine *e, void *exec);
-
-    /* The 1.2 state copies (recorded while capturing, like the operations). `err` and
-     * `err_claim` of the arguments are the backend's to fill; a copy refused on the device is
-     * recorded, and reported by `take_findings`. */
-    MemraStatus (*state_copy)(MemraEngine *e, const memra__copy_args *args);
 } memra__backend;
 
 extern const memra__backend memra__backend_cpu;

@@ -16,27 +16,12 @@
  * same on both backends. */
 #define CPU_ALIGN ((size_t)256)
 
-typedef enum {
-    CPU_OP_CONV,
-    CPU_OP_PREP,
-    CPU_OP_SCAN,
-    CPU_OP_VERIFY,
-    CPU_OP_ROLLBACK,
-    CPU_OP_COPY
-} cpu_op_kind;
-
+/* One operation, run at once or kept in a recorded graph. */
 typedef struct cpu_op {
-    cpu_op_kind kind;
-    union {
-        memra__conv_args conv;
-        memra__prep_args prep;
-        memra__scan_args scan;
-        memra__verify_args verify;
-        memra__rollback_args rollback;
-        memra__copy_args copy;
-    } u;
-    /* CPU_OP_VERIFY: its scratch memory, owned by the op (freed with the graph, or right after
-     * an eager run). */
+    memra__kernel kernel;
+    memra__kernel_args u;
+    /* The verify's scratch memory (its u.verify.workspace), owned by the op: freed with the
+     * graph, or right after an eager run; NULL for the other kernels. */
     float *scratch;
 } cpu_op;
 
@@ -54,26 +39,16 @@ typedef struct cpu_engine {
     memra__dev_error err;
 } cpu_engine;
 
+/* The reference kernel of each row of the operation table. */
 static void run_op(const cpu_op *op)
 {
-    switch (op->kind) {
-    case CPU_OP_CONV:
-        memra__cpu_ssm_conv1d(&op->u.conv);
+    switch (op->kernel) {
+#define MEMRA__KERNEL(kernel, args, cpu, ...)                                                      \
+    case MEMRA__KERNEL_##kernel:                                                                   \
+        cpu(&op->u.kernel);                                                                        \
         break;
-    case CPU_OP_PREP:
-        memra__cpu_gdn_prep(&op->u.prep);
-        break;
-    case CPU_OP_SCAN:
-        memra__cpu_gdn_scan(&op->u.scan);
-        break;
-    case CPU_OP_VERIFY:
-        memra__cpu_gdn_verify(&op->u.verify, op->scratch);
-        break;
-    case CPU_OP_ROLLBACK:
-        memra__cpu_gdn_rollback(&op->u.rollback);
-        break;
-    case CPU_OP_COPY:
-        memra__cpu_state_copy(&op->u.copy);
+#include "ops.def"
+    case MEMRA__N_KERNELS:
         break;
     }
 }
@@ -179,46 +154,18 @@ static MemraStatus cpu_take_findings(MemraEngine *engine)
     return memra__dev_error_take("cpu backend", &cpu_of(engine)->err);
 }
 
-static MemraStatus cpu_conv(MemraEngine *engine, const memra__conv_args *args)
+static MemraStatus cpu_enqueue(MemraEngine *engine, memra__kernel k, memra__kernel_args *args)
 {
-    cpu_op op = {.kind = CPU_OP_CONV, .u.conv = *args};
-    return submit(engine, &op);
-}
-
-static MemraStatus cpu_prep(MemraEngine *engine, const memra__prep_args *args)
-{
-    cpu_op op = {.kind = CPU_OP_PREP, .u.prep = *args};
-    return submit(engine, &op);
-}
-
-static MemraStatus cpu_scan(MemraEngine *engine, const memra__scan_args *args)
-{
-    cpu_op op = {.kind = CPU_OP_SCAN, .u.scan = *args};
-    return submit(engine, &op);
-}
-
-static MemraStatus cpu_verify(MemraEngine *engine, const memra__verify_args *args)
-{
-    cpu_op op = {.kind = CPU_OP_VERIFY, .u.verify = *args};
-    const size_t words = memra__cpu_verify_scratch_words(args);
-    op.u.verify.err = &cpu_of(engine)->err;
-    op.scratch = malloc(words * sizeof(float));
-    MEMRA__FAIL_IF(op.scratch == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
-                   "cannot allocate %zu floats of verify scratch", words);
-    return submit(engine, &op);
-}
-
-static MemraStatus cpu_rollback(MemraEngine *engine, const memra__rollback_args *args)
-{
-    cpu_op op = {.kind = CPU_OP_ROLLBACK, .u.rollback = *args};
-    op.u.rollback.err = &cpu_of(engine)->err;
-    return submit(engine, &op);
-}
-
-static MemraStatus cpu_state_copy(MemraEngine *engine, const memra__copy_args *args)
-{
-    cpu_op op = {.kind = CPU_OP_COPY, .u.copy = *args};
-    op.u.copy.err = &cpu_of(engine)->err;
+    cpu_op op = {.kernel = k, .u = *args};
+    memra__kernel_set_findings(k, &op.u, &cpu_of(engine)->err, NULL);
+    if (k == MEMRA__KERNEL_verify) {
+        /* The host's workspace is sized for the CUDA kernels; the reference needs its own. */
+        const size_t words = memra__cpu_verify_scratch_words(&op.u.verify);
+        op.scratch = malloc(words * sizeof(float));
+        MEMRA__FAIL_IF(op.scratch == NULL, MEMRA_STATUS_OUT_OF_MEMORY, "cpu backend",
+                       "cannot allocate %zu floats of verify scratch", words);
+        op.u.verify.workspace = op.scratch;
+    }
     return submit(engine, &op);
 }
 
@@ -265,15 +212,10 @@ const memra__backend memra__backend_cpu = {
     .copy_htod = cpu_copy,
     .copy_dtoh = cpu_copy,
     .synchronize = cpu_synchronize,
-    .conv = cpu_conv,
-    .prep = cpu_prep,
-    .scan = cpu_scan,
-    .verify = cpu_verify,
-    .rollback = cpu_rollback,
+    .enqueue = cpu_enqueue,
     .take_findings = cpu_take_findings,
     .capture_begin = cpu_capture_begin,
     .capture_end = cpu_capture_end,
     .graph_launch = cpu_graph_launch,
     .graph_free = cpu_graph_free,
-    .state_copy = cpu_state_copy,
 };

@@ -538,27 +538,6 @@ static MemraStatus launched(memra__device *d, int err, const char *kernel)
     return err == (int)cudaSuccess ? MEMRA_STATUS_OK : report(d, (cudaError_t)err, false, kernel);
 }
 
-static MemraStatus cuda_conv(MemraEngine *engine, const memra__conv_args *args)
-{
-    memra__device *d = memra__device_of(engine);
-    MEMRA__TRY(enter(d));
-    return launched(d, memra__cuda_ssm_conv1d(args, d->stream), "launching the conv kernel");
-}
-
-static MemraStatus cuda_prep(MemraEngine *engine, const memra__prep_args *args)
-{
-    memra__device *d = memra__device_of(engine);
-    MEMRA__TRY(enter(d));
-    return launched(d, memra__cuda_gdn_prep(args, d->stream), "launching the prep kernel");
-}
-
-static MemraStatus cuda_scan(MemraEngine *engine, const memra__scan_args *args)
-{
-    memra__device *d = memra__device_of(engine);
-    MEMRA__TRY(enter(d));
-    return launched(d, memra__cuda_gdn_scan(args, d->stream), "launching the scan kernel");
-}
-
 /* Makes the engine's own verify workspace hold at least `need` floats. Growing allocates, so
  * it is refused while the host captures the engine's stream itself (a host that does should
  * pass MemraVerifyArgs::workspace); memra_graph_capture's warm-up calls grow it before its
@@ -598,42 +577,30 @@ static MemraStatus ensure_workspace(memra__device *d, size_t need)
     return MEMRA_STATUS_OK;
 }
 
-static MemraStatus cuda_verify(MemraEngine *engine, const memra__verify_args *args)
+/* Enqueues kernel `k` on the engine's stream through the kernel's launch function (the
+ * operation table's CUDA column); the kernels that record findings get the engine's record. */
+static MemraStatus cuda_enqueue(MemraEngine *engine, memra__kernel k, memra__kernel_args *args)
 {
     memra__device *d = memra__device_of(engine);
     cuda_engine *c = d->impl;
-    memra__verify_args a = *args;
     MEMRA__TRY(enter(d));
-    if (a.workspace == NULL) {
+    memra__kernel_set_findings(k, args, c->err_dev, c->err_claim);
+    if (k == MEMRA__KERNEL_verify && args->verify.workspace == NULL) {
+        const memra__verify_args *a = &args->verify;
         MEMRA__TRY(
-            ensure_workspace(d, memra__verify_workspace_words(a.b_n, a.t, a.num_k, a.num_v)));
-        a.workspace = c->workspace;
+            ensure_workspace(d, memra__verify_workspace_words(a->b_n, a->t, a->num_k, a->num_v)));
+        args->verify.workspace = c->workspace;
     }
-    a.err = c->err_dev;
-    a.err_claim = c->err_claim;
-    return launched(d, memra__cuda_gdn_verify(&a, d->stream), "launching the verify kernels");
-}
-
-static MemraStatus cuda_rollback(MemraEngine *engine, const memra__rollback_args *args)
-{
-    memra__device *d = memra__device_of(engine);
-    cuda_engine *c = d->impl;
-    memra__rollback_args a = *args;
-    MEMRA__TRY(enter(d));
-    a.err = c->err_dev;
-    a.err_claim = c->err_claim;
-    return launched(d, memra__cuda_gdn_rollback(&a, d->stream), "launching the rollback kernel");
-}
-
-/* The copy kernel records the copies it refuses in the engine's finding record. */
-static MemraStatus cuda_state_copy(MemraEngine *engine, const memra__copy_args *args)
-{
-    memra__device *d = memra__device_of(engine);
-    const cuda_engine *c = d->impl;
-    memra__copy_args a = *args;
-    a.err = c->err_dev, a.err_claim = c->err_claim;
-    MEMRA__TRY(enter(d));
-    return launched(d, memra__cuda_state_copy(&a, d->stream), "launching the state copy kernel");
+    switch (k) {
+#define MEMRA__KERNEL(kernel, args_type, cpu, cuda, findings, what)                                \
+    case MEMRA__KERNEL_##kernel:                                                                   \
+        return launched(d, cuda(&args->kernel, d->stream), "launching " what);
+#include "ops.def"
+    case MEMRA__N_KERNELS:
+        break;
+    }
+    return memra__fail(MEMRA_STATUS_INTERNAL, CUDA_FN, "no kernel %d in the operation table",
+                       (int)k);
 }
 
 static MemraStatus cuda_capture_begin(MemraEngine *engine)
@@ -726,17 +693,12 @@ const memra__backend memra__backend_cuda = {
     .copy_htod = cuda_copy_htod,
     .copy_dtoh = cuda_copy_dtoh,
     .synchronize = cuda_synchronize,
-    .conv = cuda_conv,
-    .prep = cuda_prep,
-    .scan = cuda_scan,
-    .verify = cuda_verify,
-    .rollback = cuda_rollback,
+    .enqueue = cuda_enqueue,
     .take_findings = cuda_take_findings,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
-    .state_copy = cuda_state_copy,
 };
 
 #else /* !MEMRA_WITH_CUDA */

@@ -6,19 +6,14 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "ops.h"
 #include "status.h"
 
-/* The operation a kernel names in its record (memra__op_id), as the host called it. */
+/* The operation a kernel names in its record (memra__dev_error.op), as the host called it. */
 static const char *op_name(uint32_t op)
 {
-    static const char *const names[] = {
-        [MEMRA__OP_VERIFY] = "memra_gdn_verify",
-        [MEMRA__OP_COMMIT] = "memra_gdn_journal_commit",
-        [MEMRA__OP_ROLLBACK] = "memra_gdn_rollback",
-        [MEMRA__OP_COPY_BATCH] = "memra_copy_batch_uniform_f32",
-        [MEMRA__OP_COPY_INDIRECT] = "memra_copy_indirect_src_f32",
-    };
-    return op < sizeof names / sizeof names[0] && names[op] ? names[op] : "an operation";
+    const char *name = memra__op_name(op);
+    return name != NULL ? name : "an operation";
 }
 
 /* The header field a journal finding names (memra__error_kind JOURNAL_FOREIGN + word). */

@@ -1,6 +1,7 @@
 /*
  * Engine lifetime: option handling, backend selection (with the MEMRA_BACKEND override), the
- * check of the sticky device fault that the backend reports, and teardown.
+ * check of the sticky device fault that the backend reports, and teardown; and the one path by
+ * which every operation reaches the backend.
  */
 #include "engine.h"
 
@@ -161,4 +162,12 @@ MemraStatus memra__capture_forbid(MemraEngine *e, const char *fn, const char *wh
      * step, on the capturing engine. */
     return memra__fail(MEMRA_STATUS_CAPTURE_ERROR, fn, "not allowed inside memra_graph_capture: %s",
                        what);
+}
+
+MemraStatus memra__enqueue(MemraEngine *e, memra__op op, memra__kernel k, memra__kernel_args *args)
+{
+    const char *fn = memra__op_name(op);
+    MEMRA__FAIL_IF(memra__op_kernel(op) != k, MEMRA_STATUS_INTERNAL, "memra__enqueue",
+                   "operation %d does not enqueue kernel %d (src/ops.def)", (int)op, (int)k);
+    return memra__from_backend(fn, e->backend->enqueue(e, k, args));
 }

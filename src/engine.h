@@ -4,7 +4,7 @@
  *
  * The host runtime is built in one-way layers. Layers, bottom first:
  *   status: status.h status.c
- *   device: backend.h dev_error.h dev_error.c
+ *   device: ops.def ops.h backend.h dev_error.h dev_error.c
  *   backends: backend_cpu.c backend_cuda.c
  *   engine: engine.h handles.c memory.c engine.c graph.c
  *   validate: validate.h validate.c
@@ -14,8 +14,9 @@
  * layer or below; tools/check-layers.sh reads this list and fails `make test` on any include or
  * call that goes up it, so every cycle is refused. What each layer is for:
  *   - status: the per-thread message and the failure macros, under everything;
- *   - device: the backend interface (the table and the memra__device part of an engine that a
- *     backend sees) and the device-findings record the backends share;
+ *   - device: the operation table (ops.def, the one description of every operation), the
+ *     backend interface (the table and the memra__device part of an engine that a backend
+ *     sees) and the device-findings record the backends share;
  *   - backends: the CPU and the CUDA implementation of that interface, over kernels/;
  *   - engine: handles and calls, the allocation registry, engine lifetime and graphs, which run
  *     the backends through the interface (this header);
@@ -178,6 +179,23 @@ MemraStatus memra__graph_capture(const char *fn, MemraEngine *e, MemraStepFn ste
                                  MemraGraph **out);
 MemraStatus memra__graph_launch(const char *fn, MemraEngine *e, const MemraGraph *g);
 MemraStatus memra__graph_destroy(const char *fn, MemraEngine *e, MemraGraph *g);
+
+/* Operations (engine.c): enqueues operation `op`, whose kernel is `k`, on the engine's backend
+ * (run, or recorded while a capture is open), with the message of a failure naming the
+ * exported function. The caller has validated the arguments. memra__enqueue_<kernel>, one per
+ * kernel of the operation table, takes that kernel's argument struct, so that an entry point
+ * cannot hand a kernel another's arguments; an operation of another kernel is refused with
+ * INTERNAL. */
+MemraStatus memra__enqueue(MemraEngine *e, memra__op op, memra__kernel k, memra__kernel_args *args);
+#define MEMRA__KERNEL(kernel, args_type, ...)                                                      \
+    static inline MemraStatus memra__enqueue_##kernel(MemraEngine *e, memra__op op,                \
+                                                      const args_type *args)                       \
+    {                                                                                              \
+        memra__kernel_args u;                                                                      \
+        u.kernel = *args;                                                                          \
+        return memra__enqueue(e, op, MEMRA__KERNEL_##kernel, &u);                                  \
+    }
+#include "ops.def"
 
 /* Allocation registry (memory.c). */
 MemraStatus memra__mem_alloc(MemraEngine *e, const char *fn, size_t bytes, bool zeroed, void **out);

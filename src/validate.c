@@ -672,6 +672,7 @@ MemraStatus memra__validate_rollback(const char *fn, const MemraVerifyArgs *in,
         .d_conv = x.d_conv,
         .t = x.t,
         .b_n = x.b_n,
+        .op = MEMRA__OP_ROLLBACK,
     };
     return MEMRA_STATUS_OK;
 }

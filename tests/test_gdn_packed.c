@@ -1,9 +1,11 @@
 /*
- * The user's acceptance test (seed/gdn_packed_gpu.rs) replayed through the public ABI, on both
- * backends: the packed T-row ops (conv tloop, prep over T rows, scan tsnap) must be
- * BIT-IDENTICAL to T chained per-row launches that ping-pong the state through the table
- * [pc, p0, p1, pc, p1, p0] - conv outputs, scan outputs, the final state where the per-row
- * parity leaves it, the final ring, and every post-row snapshot.
+ * The packed ops' acceptance test, through the public ABI, on both backends: the packed T-row
+ * ops (conv tloop, prep over T rows, scan tsnap) must be BIT-IDENTICAL to T chained per-row
+ * launches that ping-pong the state through the table [pc, p0, p1, pc, p1, p0] - conv
+ * outputs, scan outputs, the final state where the per-row parity leaves it, the final ring,
+ * and every post-row snapshot. "The seed" below is that acceptance program: its shapes
+ * (d_conv 4, eps 1e-6, the small and the "ornith" model), its per-T input seeds and spreads,
+ * its T sweep and the six tensors it compares, all kept here exactly.
  *
  * Each case runs the per-row reference and the packed program on the same engine, eagerly or
  * as a captured graph replayed twice after the table was rebound to freshly allocated buffers

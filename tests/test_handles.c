@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bad_input/op_args.h"
 #include "support/support.h"
 
 /* ---- Shared by the Criterion tests and the standalone driver ---- */
@@ -403,7 +404,10 @@ static void witness_check_and_destroy(witness *w, const char *what)
     TU_OK(memra_engine_destroy(w->e));
 }
 
-/* Every exported function that takes an engine handle. */
+/* Every exported function that takes an engine handle: the engine, memory and graph functions,
+ * then every row of the operation argument table (tests/bad_input/op_args.def, the verify once
+ * per mode), so that an operation added there is covered here too, and memra_engine_destroy
+ * last. */
 enum {
     X_ENGINE_BACKEND,
     X_ENGINE_STREAM,
@@ -423,49 +427,72 @@ enum {
     X_GRAPH_CAPTURE,
     X_GRAPH_LAUNCH,
     X_GRAPH_DESTROY,
-    X_CONV_B,
-    X_CONV_T,
-    X_PREP_B,
-    X_PREP_V,
-    X_SCAN_B,
-    X_SCAN_T,
-    X_VERIFY,
-    X_JOURNAL_COMMIT,
-    X_ROLLBACK,
-    X_ENGINE_DESTROY,
+    X_OPS,
+    X_ENGINE_DESTROY = X_OPS + OA_N_OP,
     X_COUNT
 };
 
-static const char *const entry_name[X_COUNT] = {
-    "memra_engine_backend",
-    "memra_engine_stream",
-    "memra_engine_synchronize",
-    "memra_alloc_f32",
-    "memra_alloc_u64",
-    "memra_alloc_u32",
-    "memra_free",
-    "memra_htod_f32",
-    "memra_htod_u64",
-    "memra_htod_f32_into",
-    "memra_htod_u64_into",
-    "memra_htod_u32_into",
-    "memra_dtoh_f32",
-    "memra_dtoh_u64",
-    "memra_dtoh_u32",
-    "memra_graph_capture",
-    "memra_graph_launch",
-    "memra_graph_destroy",
-    "memra_ssm_conv1d_fused_decode_b_view",
-    "memra_ssm_conv1d_fused_decode_tloop",
-    "memra_gdn_prep_decode_b",
-    "memra_gdn_prep_decode_b_view",
-    "memra_gdn_scan_s128_batched_view",
-    "memra_gdn_scan_s128_tsnap",
-    "memra_gdn_verify",
-    "memra_gdn_journal_commit",
-    "memra_gdn_rollback",
-    "memra_engine_destroy",
-};
+static const char *entry_name(int x)
+{
+    static const char *const names[X_COUNT] = {
+        "memra_engine_backend",
+        "memra_engine_stream",
+        "memra_engine_synchronize",
+        "memra_alloc_f32",
+        "memra_alloc_u64",
+        "memra_alloc_u32",
+        "memra_free",
+        "memra_htod_f32",
+        "memra_htod_u64",
+        "memra_htod_f32_into",
+        "memra_htod_u64_into",
+        "memra_htod_u32_into",
+        "memra_dtoh_f32",
+        "memra_dtoh_u64",
+        "memra_dtoh_u32",
+        "memra_graph_capture",
+        "memra_graph_launch",
+        "memra_graph_destroy",
+        [X_ENGINE_DESTROY] = "memra_engine_destroy",
+    };
+    return x >= X_OPS && x < X_ENGINE_DESTROY ? OA_OPS[x - X_OPS].fn : names[x];
+}
+
+/* Calls operation `op` of the argument table with engine `e`: every slice it takes points into
+ * the witness's buffer (inputs at `in`, outputs at `out`, tables at `tab`, counts at `in32`),
+ * with small shapes. */
+static MemraStatus call_op(int op, MemraEngine *e, MemraSliceF32 in, MemraSliceMutF32 out,
+                           MemraSliceU64 tab, MemraSliceU32 in32)
+{
+    oa_values v;
+    memset(&v, 0, sizeof v);
+    for (int s = 0; s < OA_OPS[op].n; s++) {
+        const int kind = oa_slot_of(op, s)->kind;
+        if (kind == OA_K_IN) {
+            v.p[s] = (uintptr_t)in.ptr, v.len[s] = in.len;
+        } else if (kind == OA_K_TAB) {
+            v.p[s] = (uintptr_t)tab.ptr, v.len[s] = tab.len;
+        } else if (kind == OA_K_U32) {
+            v.p[s] = (uintptr_t)in32.ptr, v.len[s] = in32.len;
+        } else if (oa_is_output(op, s)) {
+            v.p[s] = (uintptr_t)out.ptr, v.len[s] = out.len;
+        }
+    }
+    const size_t z[OA_N_SC] = {
+        [OA_SC_d_state] = 128,  [OA_SC_num_v] = 1,  [OA_SC_num_k] = 1, [OA_SC_key_dim] = 128,
+        [OA_SC_conv_dim] = 384, [OA_SC_d_conv] = 4, [OA_SC_t] = 1,     [OA_SC_b_n] = 1,
+        [OA_SC_n] = 1,          [OA_SC_words] = 1,
+    };
+    memcpy(v.z, z, sizeof z);
+    v.z[OA_SC_mode] = OA_OPS[op].mode == OA_MODE_NONE ? 0 : OA_OPS[op].mode;
+    v.f[OA_SC_eps] = 1e-6f;
+    v.f[OA_SC_scale] = 0.1f;
+    MemraVerifyArgs args;
+    TU_OK(memra_verify_args_init(&args));
+    if (OA_OPS[op].form == OA_FORM_ARGS)
+        oa_fill_args(op, &args, &v);
+    return oa_invoke(op, e, &v, &args);
+}
 
 /* Whether all `n` bytes at `p` are `value`. */
 static bool same_bytes(const void *p, size_t n, unsigned char value)
@@ -497,6 +524,8 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
     memset(host32, 0x3c, sizeof host32);
     MemraStatus st = MEMRA_STATUS_INTERNAL;
 
+    if (x >= X_OPS && x < X_ENGINE_DESTROY)
+        st = call_op(x - X_OPS, e, in, out, tab, in32);
     switch (x) {
     case X_ENGINE_BACKEND: {
         MemraBackend k = (MemraBackend)0x5e7e;
@@ -577,55 +606,6 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
     case X_GRAPH_DESTROY:
         st = memra_graph_destroy(e, w->g);
         break;
-    case X_CONV_B:
-        st = memra_ssm_conv1d_fused_decode_b_view(e, in, (MemraSliceU64){tab.ptr, 1}, in, out, 64,
-                                                  4, 1);
-        break;
-    case X_CONV_T:
-        st = memra_ssm_conv1d_fused_decode_tloop(e, in, (MemraSliceU64){tab.ptr, 3}, in, out,
-                                                 (MemraSliceMutF32){NULL, 0}, 64, 4, 1, 1);
-        break;
-    case X_PREP_B:
-        st = memra_gdn_prep_decode_b(e, in, in, in, in, in, out, out, out, out, out, 128, 1, 1, 128,
-                                     1e-6f, 384, 1);
-        break;
-    case X_PREP_V:
-        st = memra_gdn_prep_decode_b_view(e, in, in, in, in, in, out, out, out, out, out, 128, 1, 1,
-                                          128, 1e-6f, 384, 1);
-        break;
-    case X_SCAN_B:
-        st = memra_gdn_scan_s128_batched_view(e, in, in, in, in, in, (MemraSliceU64){tab.ptr, 1},
-                                              (MemraSliceU64){tab.ptr + 1, 1}, out, 1, 1, 0.1f);
-        break;
-    case X_SCAN_T:
-        st = memra_gdn_scan_s128_tsnap(e, in, in, in, in, in, (MemraSliceU64){tab.ptr, 3}, out, 1,
-                                       1, 1, 0.1f, (MemraSliceMutF32){NULL, 0});
-        break;
-    case X_VERIFY:
-    case X_JOURNAL_COMMIT:
-    case X_ROLLBACK: {
-        MemraVerifyArgs v;
-        TU_OK(memra_verify_args_init(&v));
-        v.num_k = 1;
-        v.num_v = 1;
-        v.d_conv = 4;
-        v.t = 1;
-        v.b_n = 1;
-        v.eps = 1e-6f;
-        v.scale = 0.1f;
-        v.qkv = in;
-        v.table = tab;
-        v.w = in;
-        v.o = out;
-        v.accepted = in32;
-        if (x == X_VERIFY)
-            st = memra_gdn_verify(e, &v);
-        else if (x == X_JOURNAL_COMMIT)
-            st = memra_gdn_journal_commit(e, &v);
-        else
-            st = memra_gdn_rollback(e, &v);
-        break;
-    }
     case X_ENGINE_DESTROY:
         st = memra_engine_destroy(e);
         break;
@@ -634,7 +614,7 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
      * host are the calls that would). */
     cr_assert(same_bytes(host, sizeof host, 0x3c) && same_bytes(host64, sizeof host64, 0x3c) &&
                   same_bytes(host32, sizeof host32, 0x3c),
-              "%s wrote a host array", entry_name[x]);
+              "%s wrote a host array", entry_name(x));
     return st;
 }
 
@@ -646,7 +626,7 @@ static void expect_every_entry_refuses(MemraBackend backend, MemraEngine *bad, c
     witness w;
     witness_make(&w, backend);
     for (int x = 0; x < X_COUNT; x++)
-        expect_refused(call_entry(x, bad, &w), entry_name[x], "engine", reason, what);
+        expect_refused(call_entry(x, bad, &w), entry_name(x), "engine", reason, what);
     witness_check_and_destroy(&w, what);
 }
 

@@ -16,9 +16,9 @@
  * state, so the ring and state written back are the folded ones, and their inputs, k, deltas and
  * gd go to the journal's other slot. A commit is the fold alone, leaving the journal empty.
  *
- * Scratch memory is the backend's: it
- * allocates memra__cpu_verify_scratch_words() floats when the operation is run or recorded, so
- * an allocation failure is reported at enqueue, never inside a replay.
+ * Scratch memory (args->workspace) is the backend's: it allocates
+ * memra__cpu_verify_scratch_words() floats when the operation is run or recorded, so an
+ * allocation failure is reported at enqueue, never inside a replay.
  */
 #include <math.h>
 #include <stdint.h>
@@ -196,8 +196,9 @@ static void write_header(const memra__verify_args *a, float *jr, uint32_t cap, s
     memcpy(jr, hd, sizeof hd);
 }
 
-void memra__cpu_gdn_verify(const memra__verify_args *a, float *scratch)
+void memra__cpu_gdn_verify(const memra__verify_args *a)
 {
+    float *scratch = a->workspace;
     const size_t t = a->t, num_v = a->num_v, pad = a->d_conv - 1;
     const size_t act = num_v * MEMRA__S, state_words = act * MEMRA__S;
     const size_t ratio = num_v / a->num_k;
@@ -291,7 +292,7 @@ void memra__cpu_gdn_rollback(const memra__rollback_args *a)
         float *canonical = (float *)(uintptr_t)row[1];
         const uint32_t n = a->accepted[b];
         if (n == 0 || n > t) {
-            record(a->err, MEMRA__OP_ROLLBACK, b, n, (uint32_t)t, MEMRA__ERR_ROLLBACK_RANGE);
+            record(a->err, a->op, b, n, (uint32_t)t, MEMRA__ERR_ROLLBACK_RANGE);
             continue;
         }
         const memra__after from = memra__state_after(b, t, n);

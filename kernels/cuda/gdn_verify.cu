@@ -488,8 +488,7 @@ __global__ void __launch_bounds__(ROLLBACK_THREADS)
     const uint32_t n = a.accepted[b];
     if (n == 0 || n > t) {
         if (part == 0 && threadIdx.x == 0)
-            record_error(a.err, a.err_claim, MEMRA__OP_ROLLBACK, b, n, (uint32_t)t,
-                         MEMRA__ERR_ROLLBACK_RANGE);
+            record_error(a.err, a.err_claim, a.op, b, n, (uint32_t)t, MEMRA__ERR_ROLLBACK_RANGE);
         return;
     }
     const memra__after from = memra__state_after(b, t, n);

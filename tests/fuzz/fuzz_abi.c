@@ -199,22 +199,8 @@ typedef struct hbuf {
 #define MAX_SLOTS 17
 
 /* The operations are the argument table's (op_args.def), by their OA_* ids: the rows the
- * fuzzer draws, in the table's order. A verify's mode is drawn too and picks the row of that
- * mode for what each slot is. */
-#define OP_CONV_B OA_CONV_B
-#define OP_CONV_T OA_CONV_T
-#define OP_PREP_B OA_PREP_B
-#define OP_PREP_V OA_PREP_V
-#define OP_SCAN_B OA_SCAN_B
-#define OP_SCAN_T OA_SCAN_T
-#define OP_VERIFY OA_V_SNAP
-#define OP_COMMIT OA_COMMIT
-#define OP_ROLLBACK OA_ROLLBACK
-#define OP_CONV_1 OA_CONV_1
-#define OP_SCAN_1 OA_SCAN_1
-#define OP_COPY_BATCH OA_COPY_BATCH
-#define OP_COPY_INDIRECT OA_COPY_INDIRECT
-
+ * fuzzer draws, in the table's order. A verify is drawn as OA_V_SNAP; its mode is drawn too and
+ * picks the row of that mode for what each slot is. */
 /* The drawn operations, and how many of them the first corpus was written for: an op byte
  * below 243 (27 * 9) picks one of those nine as it always did, 243 and above the later ones. */
 #define N_OP_FIRST 9
@@ -423,7 +409,7 @@ static int new_data_buf(fuzz *f, size_t words, uint8_t seed)
 static void verify_roles(call *c)
 {
     c->row = c->op;
-    if (c->op == OP_VERIFY)
+    if (c->op == OA_V_SNAP)
         c->row = c->mode == MEMRA_VERIFY_MODE_SNAPSHOTS ? OA_V_SNAP
                  : c->mode == MEMRA_VERIFY_MODE_JOURNAL ? OA_V_JOURNAL
                                                         : OA_V_FINAL;
@@ -500,21 +486,21 @@ static int oracle_verify(call *c)
         return V_ABI;
     if (c->size_kind != SZ_EXACT)
         return V_INVALID;
-    if (c->op == OP_VERIFY)
+    if (c->op == OA_V_SNAP)
         bad |= c->mode > MEMRA_VERIFY_MODE_JOURNAL || c->order > MEMRA_HEAD_ORDER_GROUPED;
-    if (c->op == OP_COMMIT)
+    if (c->op == OA_COMMIT)
         bad |= c->mode != MEMRA_VERIFY_MODE_JOURNAL || c->order > MEMRA_HEAD_ORDER_GROUPED;
-    if (c->op == OP_ROLLBACK)
+    if (c->op == OA_ROLLBACK)
         bad |= c->mode != MEMRA_VERIFY_MODE_SNAPSHOTS;
     bad |= c->num_k == 0 || c->num_v == 0 || c->b_n == 0;
     if (c->num_k != 0)
         bad |= c->num_v % c->num_k != 0;
     bad |= c->d_conv < 1 || c->d_conv > MEMRA_D_CONV_MAX;
-    if (c->op != OP_COMMIT)
+    if (c->op != OA_COMMIT)
         bad |= c->t == 0;
-    if (c->op != OP_ROLLBACK)
+    if (c->op != OA_ROLLBACK)
         bad |= !isfinite(c->eps);
-    if (c->op == OP_VERIFY)
+    if (c->op == OA_V_SNAP)
         bad |= !isfinite(c->scale);
     needs(c, &ovf);
     bad |= ovf;
@@ -553,13 +539,13 @@ static int oracle(call *c)
         return oracle_verify(c);
     bool bad = false, unsupported = false, ovf = false;
     switch (c->op) {
-    case OP_CONV_B:
-    case OP_CONV_T:
-    case OP_CONV_1:
+    case OA_CONV_B:
+    case OA_CONV_T:
+    case OA_CONV_1:
         bad |= c->conv_dim == 0 || c->d_conv < 1 || c->d_conv > MEMRA_D_CONV_MAX;
         break;
-    case OP_PREP_B:
-    case OP_PREP_V: {
+    case OA_PREP_B:
+    case OA_PREP_V: {
         bool o2 = false;
         /* Any head dimension but 128 is unsupported; zero is not a shape at all, which a
          * library may call either. */
@@ -573,16 +559,16 @@ static int oracle(call *c)
         bad |= o2 || c->key_dim != key || c->conv_dim != conv;
         break;
     }
-    case OP_SCAN_B:
-    case OP_SCAN_T:
-    case OP_SCAN_1:
+    case OA_SCAN_B:
+    case OA_SCAN_T:
+    case OA_SCAN_1:
         bad |= c->num_v == 0 || !isfinite(c->scale);
         break;
-    case OP_COPY_BATCH:
+    case OA_COPY_BATCH:
         /* A copy's bytes, words * 4, must fit in size_t. */
         bad |= c->n_copy == 0 || c->words == 0 || c->words > SIZE_MAX / sizeof(float);
         break;
-    case OP_COPY_INDIRECT:
+    case OA_COPY_INDIRECT:
         bad |= c->n_copy == 0;
         break;
     }
@@ -598,7 +584,7 @@ static int oracle(call *c)
     }
     /* Outputs must not share memory with any other argument; of the indirect copy's dst only
      * the part written, from dst_off on, counts. */
-    if (!ovf && c->op == OP_COPY_INDIRECT)
+    if (!ovf && c->op == OA_COPY_INDIRECT)
         bad |= copy_dst_overlaps(c);
     else if (!ovf)
         bad |= outputs_overlap(c, false);
@@ -814,11 +800,11 @@ static bool verify_target_sizes(const call *c, size_t sizes[3], bool zero[3])
     sizes[1] = sizes[2] = mul(mul(c->num_v, S * S, &ovf), sizeof(float), &ovf);
     zero[0] = zero[1] = zero[2] = false;
     const bool journal =
-        c->op == OP_COMMIT || (c->op == OP_VERIFY && c->mode == MEMRA_VERIFY_MODE_JOURNAL);
+        c->op == OA_COMMIT || (c->op == OA_V_SNAP && c->mode == MEMRA_VERIFY_MODE_JOURNAL);
     if (journal) {
         size_t words = 0;
         MemraStatus st =
-            memra_gdn_journal_len(S, c->num_k, c->num_v, c->op == OP_COMMIT ? 1 : c->t, &words);
+            memra_gdn_journal_len(S, c->num_k, c->num_v, c->op == OA_COMMIT ? 1 : c->t, &words);
         if (st != MEMRA_STATUS_OK)
             return false;
         sizes[2] = mul(words, sizeof(float), &ovf);
@@ -834,13 +820,13 @@ static size_t target_bytes_for(const call *c, bool *too_big)
 {
     bool ovf = false;
     size_t words = 0;
-    if (c->op == OP_CONV_B || c->op == OP_CONV_T)
+    if (c->op == OA_CONV_B || c->op == OA_CONV_T)
         words = mul(c->conv_dim, c->d_conv >= 1 ? c->d_conv - 1 : 0, &ovf);
-    else if (c->op == OP_SCAN_B || c->op == OP_SCAN_T)
+    else if (c->op == OA_SCAN_B || c->op == OA_SCAN_T)
         words = mul(c->num_v, S * S, &ovf);
-    else if (c->op == OP_COPY_BATCH)
+    else if (c->op == OA_COPY_BATCH)
         words = c->words;
-    else if (c->op == OP_COPY_INDIRECT)
+    else if (c->op == OA_COPY_INDIRECT)
         words = c->n_copy;
     size_t bytes = mul(words, sizeof(float), &ovf);
     /* Bigger than a call built from the harness's buffers can legitimately need. */
@@ -881,7 +867,7 @@ static int new_counts(fuzz *f, const call *c, size_t entries)
     MemraStatus st = memra_alloc_u32(f->e, entries, MEMRA_ALLOC_INIT_ZEROED, &acc);
     if (st != MEMRA_STATUS_OK)
         die("memra_alloc_u32", "a count allocation failed", st);
-    if (c->op == OP_ROLLBACK) {
+    if (c->op == OA_ROLLBACK) {
         uint32_t *host = malloc(entries * sizeof *host);
         if (host == NULL)
             abort();
@@ -917,7 +903,7 @@ static bool read_call(fuzz *f, reader *r, call *c)
     bool o = false;
     c->key_dim = pick(r, mul(c->d_state, c->num_k, &o));
     size_t model_conv = add(mul(c->key_dim, 2, &o), mul(c->d_state, c->num_v, &o), &o);
-    c->conv_dim = pick(r, c->op == OP_PREP_B || c->op == OP_PREP_V ? model_conv : 384);
+    c->conv_dim = pick(r, c->op == OA_PREP_B || c->op == OA_PREP_V ? model_conv : 384);
     c->d_conv = pick(r, 4);
     c->t = pick(r, 2);
     c->b_n = pick(r, 1);
@@ -934,8 +920,8 @@ static bool read_call(fuzz *f, reader *r, call *c)
     if (is_verify_op(c->op)) {
         /* Mostly the operation's own mode and known head orders, sometimes anything. */
         const uint8_t m = rd8(r), ob = rd8(r), z = rd8(r);
-        const uint32_t own = c->op == OP_COMMIT     ? MEMRA_VERIFY_MODE_JOURNAL
-                             : c->op == OP_ROLLBACK ? MEMRA_VERIFY_MODE_SNAPSHOTS
+        const uint32_t own = c->op == OA_COMMIT     ? MEMRA_VERIFY_MODE_JOURNAL
+                             : c->op == OA_ROLLBACK ? MEMRA_VERIFY_MODE_SNAPSHOTS
                                                     : (uint32_t)(m % 3);
         c->mode = m < 192 ? own : m < 240 ? (uint32_t)(m % 3) : m < 248 ? 3u : UINT32_MAX;
         c->order = ob < 224 ? (uint32_t)(ob % 2) : ob < 240 ? 2u : UINT32_MAX;
@@ -1339,8 +1325,8 @@ static void cmd_bad_count(fuzz *f, reader *r)
     call c;
     if (!read_call(f, r, &c))
         return;
-    const bool counted = c.op == OP_COMMIT || c.op == OP_ROLLBACK ||
-                         (c.op == OP_VERIFY && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
+    const bool counted = c.op == OA_COMMIT || c.op == OA_ROLLBACK ||
+                         (c.op == OA_V_SNAP && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
     const uint8_t which = rd8(r), how = rd8(r);
     /* The table view may start anywhere in the call's table: sequence b's row is entries
      * first + 3b .. first + 3b + 2 of it. */
@@ -1352,7 +1338,7 @@ static void cmd_bad_count(fuzz *f, reader *r)
     }
     const size_t b = which % c.b_n, row = first + 3 * b;
     uint32_t bad;
-    if (c.op == OP_ROLLBACK)
+    if (c.op == OA_ROLLBACK)
         bad = how % 3 == 0 ? 0 : how % 3 == 1 ? (uint32_t)c.t + 1 : UINT32_MAX;
     else
         bad = how % 2 == 0 ? 1u + how % 16u : UINT32_MAX;
@@ -1454,7 +1440,7 @@ static void cmd_journal_garbage(fuzz *f, reader *r)
     if (!read_call(f, r, &c))
         return;
     const bool journal =
-        c.op == OP_COMMIT || (c.op == OP_VERIFY && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
+        c.op == OA_COMMIT || (c.op == OA_V_SNAP && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
     const size_t first =
         c.tab[0] >= 0 ? (c.p[VS_TABLE] - (uintptr_t)f->buf[c.tab[0]].ptr) / sizeof(uint64_t) : 0;
     if (c.verdict != V_OK || !journal || c.size_kind != SZ_EXACT || c.b_n > 64 ||
@@ -1463,7 +1449,7 @@ static void cmd_journal_garbage(fuzz *f, reader *r)
         return;
     }
     /* The capacity the journals were allocated with (verify_target_sizes). */
-    const size_t cap = c.op == OP_COMMIT ? 1 : c.t, b_n = c.b_n;
+    const size_t cap = c.op == OA_COMMIT ? 1 : c.t, b_n = c.b_n;
     const bool declared = rd8(r) < 192;
     uint64_t *entries = (uint64_t *)(void *)f->buf[c.tab[0]].ptr + first;
     uint64_t fresh[64];
@@ -1530,7 +1516,7 @@ static void cmd_journal_garbage(fuzz *f, reader *r)
     /* What every refused sequence holds: its three table targets and its rows of o (the verify
      * rows name o at the same slot). */
     _Static_assert(OA_SLOT(V_JOURNAL, o) == VS_O, "the journal verify's o slot");
-    const size_t o_words = c.op == OP_VERIFY ? c.t * c.num_v * S : 0;
+    const size_t o_words = c.op == OA_V_SNAP ? c.t * c.num_v * S : 0;
     unsigned char *before[64][4];
     const int parts = o_words > 0 ? 4 : 3;
     for (size_t b = 0; b < b_n; b++) {
