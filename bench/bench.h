@@ -35,7 +35,7 @@
 
 /* Every variant of one verify, from the list in variants.def (which says what each one is). */
 enum bench_variant {
-#define X(id, key, name, in_table, width, graph, journal) BV_##id,
+#define X(id, key, name, plot, in_table, width, graph, journal) BV_##id,
 #include "variants.def"
 #undef X
     BV_COUNT

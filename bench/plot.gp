@@ -1,8 +1,9 @@
 # Time per verify against T for every variant timed and the two memory floors, one panel per
 # shape and B (pshapes and pbs list them, pairwise), then `extra` summary panels over all of
 # them: speedup of packed over per-row, the packed graph's floor fraction, the spread. Called by
-# bench/plot.sh with csv, png, pshapes, pbs, present (" key ... " of the variants with results),
-# rows, cols, extra, title and noisy (the spread threshold). bench.csv columns are read by name.
+# bench/plot.sh with csv, png, pshapes, pbs, vkeys and vnames (the variants' keys and titles,
+# from bench/variants.def), present (" key ... " of the variants with results), rows, cols,
+# extra, title and noisy (the spread threshold). bench.csv columns are read by name.
 
 set datafile separator ','
 set datafile columnheaders
@@ -18,9 +19,8 @@ set xlabel 'T (rows per verify)'
 set grid xtics ytics mytics lc rgb '#dddddd'
 set bars small
 
-# One style per variant, in the order of vkeys; 11 and 12 are the floors.
-vkeys = 'row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback commit'
-vnames = '"per-row eager" "per-row graph" "packed eager" "packed graph" fused fused-nosnap journal "journal, all accepted" rollback commit'
+# One style per variant, in the order of vkeys (bench/variants.def's keys, with their plot
+# titles in vnames); 11 and 12 are the floors.
 set style line 1 lc rgb '#d95f02' lw 1.5 pt 7 ps 0.6 dt 2
 set style line 2 lc rgb '#d95f02' lw 2 pt 7 ps 0.6
 set style line 3 lc rgb '#1b9e77' lw 1.5 pt 5 ps 0.6 dt 2

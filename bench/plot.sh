@@ -40,10 +40,19 @@ pshapes=$(for p in $panels; do printf '%s ' "${p%%:*}"; done)
 pbs=$(for p in $panels; do printf '%s ' "${p##*:}"; done)
 n=$(echo $panels | wc -w)
 
+# Every variant's CSV key and plot title, in the order of bench/variants.def (the list the bench
+# itself is generated from): the second and fourth '"'-delimited strings of its X( lines.
+vkeys=$(awk -F'"' '/^X\(/ { printf "%s ", $2 }' "$here/variants.def")
+vnames=$(awk -F'"' '/^X\(/ { printf "\"%s\" ", $6 }' "$here/variants.def")
+if [ -z "$vkeys" ]; then
+    echo "bench/plot.sh: no variant in $here/variants.def" >&2
+    exit 1
+fi
+
 # Variants timed in at least one configuration (a column that FAILED everywhere is left out
-# rather than drawn empty).
+# rather than drawn empty, and so is a variant that an older run's file does not have).
 present=" "
-for v in row_eager row_graph packed_eager packed_graph fused fused_nosnap journal journal_all rollback commit; do
+for v in $vkeys; do
     c=$(col "${v}_status")
     [ -n "$c" ] || continue
     if awk -F, -v c="$c" 'NR > 1 && $c == "ok" { found = 1 } END { exit !found }' "$csv"; then
@@ -80,5 +89,5 @@ title="libmemra ${version:-?} (${commit:-?}), ${date:-?}, backend ${backend:-?}:
 noisy=$(grep -o '"noisy_spread": [0-9.]*' "$json" 2>/dev/null | head -n 1 | sed 's/.*: //')
 
 gnuplot -e "csv='$csv'; png='$png'; pshapes='$pshapes'; pbs='$pbs'; present='$present'; \
-rows=$rows; cols=$cols; extra=$extra; title='$title'; noisy=${noisy:-0.1}" "$here/plot.gp"
+vkeys='$vkeys'; vnames='$vnames'; rows=$rows; cols=$cols; extra=$extra; title='$title'; noisy=${noisy:-0.1}" "$here/plot.gp"
 echo "bench/plot.sh: wrote $png"

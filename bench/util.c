@@ -11,22 +11,22 @@
 #include "bench.h"
 
 const char *const bench_variant_key[BV_COUNT] = {
-#define X(id, key, name, in_table, width, graph, journal) key,
+#define X(id, key, name, plot, in_table, width, graph, journal) key,
 #include "variants.def"
 #undef X
 };
 const char *const bench_variant_name[BV_COUNT] = {
-#define X(id, key, name, in_table, width, graph, journal) name,
+#define X(id, key, name, plot, in_table, width, graph, journal) name,
 #include "variants.def"
 #undef X
 };
 const bool bench_variant_in_table[BV_COUNT] = {
-#define X(id, key, name, in_table, width, graph, journal) in_table,
+#define X(id, key, name, plot, in_table, width, graph, journal) in_table,
 #include "variants.def"
 #undef X
 };
 const int bench_variant_width[BV_COUNT] = {
-#define X(id, key, name, in_table, width, graph, journal) width,
+#define X(id, key, name, plot, in_table, width, graph, journal) width,
 #include "variants.def"
 #undef X
 };

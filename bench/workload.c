@@ -121,12 +121,12 @@ enum { G_FUSED, G_NOSNAP, G_JOURNAL, G_ROLLBACK, G_COMMIT, G_COUNT, G_NONE = -1 
 
 /* Both from variants.def; the 1.0 variants have no 1.1 graph (G_NONE). */
 static const int graph_of_variant[BV_COUNT] = {
-#define X(id, key, name, in_table, width, graph, journal) G_##graph,
+#define X(id, key, name, plot, in_table, width, graph, journal) G_##graph,
 #include "variants.def"
 #undef X
 };
 static const bool journal_of_variant[BV_COUNT] = {
-#define X(id, key, name, in_table, width, graph, journal) journal,
+#define X(id, key, name, plot, in_table, width, graph, journal) journal,
 #include "variants.def"
 #undef X
 };
