@@ -1396,6 +1396,8 @@ static int check_outputs(bench_work *w, const bench_set *s, const results *want,
     MemraEngine *e = w->env->engine;
     const bench_config *c = &w->c;
     const size_t BT = c->b * c->t, BS = c->b * (c->t - 1);
+    /* The per-row outputs first, then the final state and ring and the snapshots (`finals`). */
+    enum { PER_ROW_OUTPUTS = 7 };
     const tu_check_item items[] = {
         {"o", want->o, got->o, BT * c->value_dim, true},
         {"conv_outs", want->conv_out, got->conv_out, BT * c->conv_dim, every_output},
@@ -1412,7 +1414,9 @@ static int check_outputs(bench_work *w, const bench_set *s, const results *want,
     const MemraSliceMutF32 dev[] = {s->o,    s->conv_outs, s->q,       s->k,
                                     s->v,    s->beta,      s->g_log,   final_state(c, s),
                                     s->ring, s->snap_conv, s->snap_ssm};
-    const size_t n = finals ? sizeof items / sizeof items[0] : 7;
+    _Static_assert(sizeof dev / sizeof dev[0] == sizeof items / sizeof items[0],
+                   "one device buffer per checked item");
+    const size_t n = finals ? sizeof items / sizeof items[0] : PER_ROW_OUTPUTS;
     for (size_t i = 0; i < n; i++)
         if (download(e, tu_view(dev[i]), (float *)items[i].got, "reading an output") != 0)
             return -1;
