@@ -123,6 +123,12 @@ typedef struct memra__scan_args {
     size_t t;
     size_t b_n;
     float scale;
+    /* The heads of a q or k row: num_v for the 1.0 ops (value head h reads q and k head h);
+     * num_k for the CUDA verify's SNAPSHOTS scan, which reads its workspace's rows of one head
+     * per key head (value head h reads key head h / (num_v / num_k) when `grouped`, else
+     * h % num_k). */
+    size_t qk_heads;
+    int grouped;
 } memra__scan_args;
 
 /*
@@ -204,6 +210,12 @@ enum {
 #else
 #define MEMRA__HD
 #endif
+
+/* The q and k head that value head h of a scan reads (memra__scan_args::qk_heads). */
+static inline MEMRA__HD size_t memra__qk_head(size_t h, size_t num_v, size_t qk_heads, int grouped)
+{
+    return grouped ? h / (num_v / qk_heads) : h % qk_heads;
+}
 
 /*
  * Where a sequence's state sits after n of t chained rows: the rule of docs/layouts.md

@@ -366,6 +366,7 @@ MemraStatus memra__validate_scan(const char *fn, bool packed, MemraSliceF32 q, M
     s.o = o.ptr;
     s.snap = want_snap && n_snap > 0 ? snap.ptr : NULL;
     s.num_v = num_v;
+    s.qk_heads = num_v;
     s.t = t;
     s.b_n = b_n;
     s.scale = scale;
@@ -771,6 +772,7 @@ MemraStatus memra__validate_scan_direct(const char *fn, MemraSliceF32 q, MemraSl
     s.state_out = state_out.ptr;
     s.o = o.ptr;
     s.num_v = num_v;
+    s.qk_heads = num_v;
     s.t = t;
     s.b_n = 1;
     s.scale = scale;

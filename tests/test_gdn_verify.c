@@ -576,6 +576,15 @@ static size_t gv_cases(gv_case *out)
         GV_ADD(2, 4, 6, 5, 3, mode, GROUPED, 0x2au, false);
         GV_ADD(2, 4, 3, 3, 4, mode, GROUPED, GV_ALL_OUTS, true);
         GV_ADD(2, 4, 8, 2, 6, mode, GROUPED, 0u, true);
+        /* Batches of the wide block shape: the grouped order, more than 8 rows, one and two
+         * staged chunks, and the head ratios 1, 2, 4 and 8. */
+        GV_ADD(2, 4, 9, 17, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 17, 17, 4, mode, TILED, GV_ALL_OUTS, false);
+        GV_ADD(4, 4, 3, 17, 4, mode, TILED, GV_ALL_OUTS, false);
+        GV_ADD(2, 8, 5, 17, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(2, 8, 10, 17, 4, mode, TILED, 0x15u, false);
+        GV_ADD(1, 8, 3, 9, 4, mode, TILED, GV_ALL_OUTS, false);
+        GV_ADD(2, 4, 6, 20, 4, mode, TILED, GV_ALL_OUTS, true);
         /* num_v = 8 over num_k = 2: groups of four heads. */
         GV_ADD(2, 8, 4, 2, 4, mode, GROUPED, GV_ALL_OUTS, false);
         GV_ADD(2, 8, 3, 2, 4, mode, TILED, GV_ALL_OUTS, false);
@@ -585,6 +594,8 @@ static size_t gv_cases(gv_case *out)
         GV_ADD(16, 32, 5, 2, 4, mode, GROUPED, GV_ALL_OUTS, false);
         GV_ADD(16, 32, 4, 2, 4, mode, TILED, 0x01u, true);
         GV_ADD(16, 32, 3, 2, 4, mode, GROUPED, 0u, true);
+        GV_ADD(16, 32, 5, 3, 4, mode, GROUPED, GV_ALL_OUTS, false);
+        GV_ADD(16, 32, 12, 3, 4, mode, TILED, GV_ALL_OUTS, false);
     }
     GV_ADD(16, 32, 2, 32, 4, FINAL, TILED, GV_ALL_OUTS, false);
     GV_ADD(16, 32, 2, 8, 4, SNAP, TILED, GV_ALL_OUTS, false);

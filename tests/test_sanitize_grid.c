@@ -12,14 +12,15 @@
  * followed here; the coverage step names any kernel the grid no longer reaches):
  * - ssm_conv1d_kernel<D> (the 1.0 conv) and gdn_prologue_kernel<D> (the verify's first kernel):
  *   D = d_conv, 1 to 8 (memra__with_d_conv).                                  -> test `widths`
- * - gdn_scan_kernel<VEC, AHEAD> (the 1.0 scan): AHEAD 1 for t = 1 (the per-row scan), 2 for
- *   t >= 2 (the packed scan); VEC when q, k and the snapshots are 16-byte aligned.
+ * - gdn_scan_kernel<VEC, AHEAD> (the 1.0 scan, also the scan of a SNAPSHOTS verify of t >= 2):
+ *   AHEAD 1 for t = 1 (the per-row scan), 2 for t >= 2 (the packed scan); VEC when q, k and the
+ *   snapshots are 16-byte aligned.
  *                                                            -> `scan_alignment`, `widths`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
  *   count, the wide one otherwise; 8 rows staged at a time when t <= 8, 16 otherwise (a commit has
- *   t = 0); OUT SNAP for a SNAPSHOTS verify of t >= 2, FINAL for FINAL_ONLY (and SNAPSHOTS at
- *   t = 1), JOURNAL for a JOURNAL verify and for a commit.        -> `verify_scan`, `journal`
+ *   t = 0); OUT FINAL for FINAL_ONLY (and SNAPSHOTS at t = 1), JOURNAL for a JOURNAL verify and
+ *   for a commit.                                                 -> `verify_scan`, `journal`
  * - gdn_prep_kernel (every test's per-row program), gdn_rollback_kernel (`verify_scan`) and
  *   state_copy_kernel (`copies`: its 16-byte and 4-byte paths, picked per copy by alignment).
  *
@@ -310,8 +311,8 @@ static MemraStatus kg_final_step(MemraEngine *e, void *bound)
 /* ---- The conv widths: ssm_conv1d_kernel<D> and gdn_prologue_kernel<D> ---- */
 
 /* For every d_conv, at b_n = 2 and t = 3: the 1.0 packed program (its conv's instantiation, the
- * prep, the packed scan) and a SNAPSHOTS verify (the prologue's instantiation, the narrow 8-row
- * SNAP scan) against the per-row program (the per-row conv's instantiation). */
+ * prep, the packed scan) and a SNAPSHOTS verify (the prologue's instantiation, the packed scan
+ * on the prologue's workspace) against the per-row program (the per-row conv's instantiation). */
 static void kg_widths(MemraBackend backend)
 {
     for (size_t d = 1; d <= MEMRA_D_CONV_MAX; d++) {
@@ -383,7 +384,8 @@ static void kg_scan_alignment(MemraBackend backend)
 
 TU_TEST_BACKENDS(kernel_grid, scan_alignment, kg_scan_alignment)
 
-/* ---- The verify's scan: narrow and wide, 8 and 16 rows, FINAL and SNAP; the rollback ---- */
+/* ---- The verify's scans: narrow and wide, 8 and 16 rows, FINAL_ONLY and SNAPSHOTS; the
+ * rollback ---- */
 
 typedef struct kg_scan_case {
     size_t b, t;

@@ -46,8 +46,10 @@ void memra__cpu_gdn_scan(const memra__scan_args *args)
 
                 for (size_t r = 0; r < t; r++) {
                     const size_t head = (b * t + r) * num_v + h;
-                    const float *q = args->q + head * MEMRA__S;
-                    const float *k = args->k + head * MEMRA__S;
+                    const size_t qk = (b * t + r) * args->qk_heads +
+                                      memra__qk_head(h, num_v, args->qk_heads, args->grouped);
+                    const float *q = args->q + qk * MEMRA__S;
+                    const float *k = args->k + qk * MEMRA__S;
                     const float v = args->v[head * MEMRA__S + c];
                     const float gd = expf(args->g_log[head]);
                     const float bt = args->beta[head];

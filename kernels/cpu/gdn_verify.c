@@ -128,6 +128,7 @@ static void run_rows(const memra__verify_args *a, const float *qkv, const float 
         .t = rows,
         .b_n = 1,
         .scale = a->scale,
+        .qk_heads = a->num_v,
     };
     memra__cpu_ssm_conv1d(&conv);
     memra__cpu_gdn_prep(&prep);

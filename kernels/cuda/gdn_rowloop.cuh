@@ -356,7 +356,7 @@ typedef struct memra__scan_job {
     const uint64_t *in_table, *out_table;
     size_t in_stride, out_stride;
     const float *q, *k, *v, *g_log, *beta;
-    float *o, *snap;
+    float *o;
     size_t num_v, num_k, qk_heads, t;
     float scale;
     int grouped;
@@ -366,11 +366,11 @@ typedef struct memra__scan_job {
     uint32_t d_conv;
 } memra__scan_job;
 
-/* What a scan launch writes besides o: the final state (FINAL), the final state and a
- * snapshot after every row but the last (SNAP), or, after folding a journal, the folded state
- * and the new rows' journal entries (JOURNAL). Each is its own instantiation, so that the row
- * loop of one carries no code of another. */
-enum { SCAN_FINAL, SCAN_SNAP, SCAN_JOURNAL };
+/* What a scan launch writes besides o: the final state (FINAL), or, after folding a journal,
+ * the folded state and the new rows' journal entries (JOURNAL). Each is its own instantiation,
+ * so that the row loop of one carries no code of another. (A SNAPSHOTS verify runs the 1.0
+ * packed scan: gdn_verify.cu.) */
+enum { SCAN_FINAL, SCAN_JOURNAL };
 
 /* The staging buffers of a block (gdn_scan.cuh's header: tile, then TC rows of k, q, v, gd,
  * beta). */
@@ -436,7 +436,7 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     const unsigned tid = threadIdx.x, j = tid % 4, grp = tid / 4;
     const size_t cb = blockIdx.x % C::BPH, bh = blockIdx.x / C::BPH;
     const size_t t = a.t, num_v = a.num_v;
-    const size_t head_words = (size_t)MEMRA__S * MEMRA__S, state_words = num_v * head_words;
+    const size_t head_words = (size_t)MEMRA__S * MEMRA__S;
     scan_pos p;
     p.h = bh % num_v;
     p.b = bh / num_v;
@@ -550,14 +550,6 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                         jn[jd + p.h * MEMRA__S + p.c0 + nn * C::G + grp] = delta[nn];
                 if (cb == 0 && tid == 0)
                     jn[jg + p.h] = sm.gd[rr];
-            }
-            if (OUT == SCAN_SNAP && r + 1 < t) {
-                /* Through the tile in both shapes: one 4-byte store per element straight from
-                 * the registers (four threads covering 16 bytes of a column) made the narrow
-                 * ornith SNAPSHOTS verify at B = 1, T = 8 take 24.2 us instead of 17.2 on an
-                 * H200. */
-                float *sn = a.snap + (b * (t - 1) + r) * state_words + p.off;
-                regs_store<C>(sn, sm.tile, s, grp, j, ((uintptr_t)a.snap & 15u) == 0);
             }
             op += row_step;
         }

@@ -49,7 +49,7 @@
 typedef struct scan_ptrs {
     const float *in, *kp, *qp, *vp, *gp, *bp;
     float *out, *op, *sn;
-    size_t row_step, num_v, state_words, t;
+    size_t row_step, qk_step, num_v, state_words, t;
     float scale;
     unsigned j;
     bool state_vec;
@@ -75,8 +75,8 @@ static __device__ __forceinline__ void load_row(scan_row &in, const scan_ptrs &a
 static __device__ __forceinline__ void advance_row(scan_ptrs &a, bool step)
 {
     const size_t adv = step ? 1 : 0;
-    a.kp += adv * a.row_step;
-    a.qp += adv * a.row_step;
+    a.kp += adv * a.qk_step;
+    a.qp += adv * a.qk_step;
     a.vp += adv * a.row_step;
     a.gp += adv * a.num_v;
     a.bp += adv * a.num_v;
@@ -147,7 +147,8 @@ __global__ void __launch_bounds__(SCAN_THREADS)
                     const float *__restrict__ beta, const uint64_t *__restrict__ in_table,
                     size_t in_stride, const uint64_t *__restrict__ out_table, size_t out_stride,
                     const float *state_in, float *state_out, float *__restrict__ o,
-                    float *__restrict__ snap, size_t num_v, size_t t, float scale)
+                    float *__restrict__ snap, size_t num_v, size_t t, float scale,
+                    size_t qk_heads, int grouped)
 {
     memra__pdl_enter();
 
@@ -176,14 +177,17 @@ __global__ void __launch_bounds__(SCAN_THREADS)
      * are multiples of 128 floats), so their alignment decides for the whole thread. */
     a.state_vec = (((uintptr_t)a.in | (uintptr_t)a.out) & 15u) == 0;
 
-    /* Row 0 of this (sequence, head); every row advances the pointers by num_v heads. */
+    /* Row 0 of this (sequence, head); every row advances the pointers by num_v heads (q and k
+     * by qk_heads: memra__scan_args). */
     const size_t head0 = b * t * num_v + h;
+    const size_t qk0 = b * t * qk_heads + memra__qk_head(h, num_v, qk_heads, grouped);
     a.row_step = num_v * MEMRA__S;
+    a.qk_step = qk_heads * MEMRA__S;
     a.num_v = num_v;
     a.t = t;
     a.scale = scale;
-    a.kp = k + head0 * MEMRA__S + 4 * a.j;
-    a.qp = q + head0 * MEMRA__S + 4 * a.j;
+    a.kp = k + qk0 * MEMRA__S + 4 * a.j;
+    a.qp = q + qk0 * MEMRA__S + 4 * a.j;
     a.vp = v + head0 * MEMRA__S + c;
     a.gp = g_log + head0;
     a.bp = beta + head0;
@@ -196,9 +200,9 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     const unsigned part = threadIdx.x % 16;
     for (size_t row = threadIdx.x / 16; part < SCAN_PREFETCH_LINES && row < t;
          row += SCAN_THREADS / 16) {
-        const size_t hr = head0 + row * num_v;
-        const float *p = part < 4    ? k + hr * MEMRA__S + part * MEMRA__LANES
-                         : part < 8  ? q + hr * MEMRA__S + (part - 4) * MEMRA__LANES
+        const size_t hr = head0 + row * num_v, qr = qk0 + row * qk_heads;
+        const float *p = part < 4    ? k + qr * MEMRA__S + part * MEMRA__LANES
+                         : part < 8  ? q + qr * MEMRA__S + (part - 4) * MEMRA__LANES
                          : part == 8 ? v + hr * MEMRA__S + c0
                          : part == 9 ? g_log + hr
                                      : beta + hr;
@@ -228,7 +232,8 @@ static int launch_scan(const memra__scan_args *a, void *stream)
         kernel = vec ? gdn_scan_kernel<true, 1> : gdn_scan_kernel<false, 1>;
     return memra__launch(kernel, grid, dim3(SCAN_THREADS), stream, a->q, a->k, a->v, a->g_log,
                          a->beta, a->in_table, a->in_stride, a->out_table, a->out_stride,
-                         a->state_in, a->state_out, a->o, a->snap, a->num_v, a->t, a->scale);
+                         a->state_in, a->state_out, a->o, a->snap, a->num_v, a->t, a->scale,
+                         a->qk_heads, a->grouped);
 }
 
 extern "C" int memra__cuda_gdn_scan(const memra__scan_args *args, void *stream)

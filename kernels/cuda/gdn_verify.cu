@@ -18,11 +18,15 @@
  *    verdict in the workspace for the scan. It waits for its predecessor before it reads
  *    anything, and only then lets the scan launch.
  *
- * 2. The scan (gdn_verify_scan_kernel) is gdn_rowloop.cuh's row loop: it issues its state loads
- * before griddepcontrol.wait, so the state transfer overlaps the prologue; then it reads the
- * normalised rows from the workspace, folds the journal's accepted rows (reduction-free: the
- * recorded deltas), runs the new rows, and writes the outputs, the snapshots, the final state or
- * the folded state, the new rows' deltas and the journal header.
+ * 2. The scan. FINAL_ONLY, JOURNAL and the commit run gdn_rowloop.cuh's row loop
+ * (gdn_verify_scan_kernel): it issues its state loads before griddepcontrol.wait, so the state
+ * transfer overlaps the prologue; then it reads the normalised rows from the workspace, folds the
+ * journal's accepted rows (reduction-free: the recorded deltas), runs the new rows, and writes o,
+ * the final state or the folded state, the new rows' deltas and the journal header. A SNAPSHOTS
+ * verify of t >= 2 rows runs the 1.0 packed scan (gdn_scan.cu) on the workspace instead: that
+ * layout stores each snapshot straight from registers with 16-byte stores, where the row loop's
+ * go through its shared-memory tile, and it measured faster for SNAPSHOTS at every B (ornith,
+ * T = 8, H200: 14.4 / 52.4 / 184.7 us at B = 1 / 8 / 32 against 17.0 / 58.1 / 205.7).
  *
  * The conv row, the normalisation and the gates are the 1.0 kernels' own functions (gdn_math.cuh);
  * the scan row is the contract's in gdn_rowloop.cuh's layout, with every rounding pinned. The suite
@@ -38,6 +42,17 @@
 #include "gdn_math.cuh"
 #include "gdn_rowloop.cuh"
 #include "kernels.h"
+
+/*
+ * Which scan follows the prologue. A SNAPSHOTS verify of t >= 2 rows runs the 1.0 packed scan
+ * (gdn_scan.cu), whose snapshots leave straight from registers as 16-byte stores, so q and k go
+ * to the workspace in their natural order; every other verify and the commit run gdn_rowloop.cuh's
+ * scan, which stages them transposed (element 4w + u at 32u + w, memra__perm_index).
+ */
+static __host__ __device__ bool verify_packed_scan(const memra__verify_args &a)
+{
+    return a.mode != MEMRA__MODE_JOURNAL && a.snap_ssm != nullptr && a.t >= 2;
+}
 
 /* Prologue blocks: one thread per channel of a head; rows normalised PRO_CHUNK at a time. */
 #define PRO_THREADS MEMRA__S
@@ -194,7 +209,7 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
     const size_t u = blockIdx.x % units, b = blockIdx.x / units;
     const size_t t = a.t, num_k = a.num_k, num_v = a.num_v, key_dim = a.key_dim;
     const size_t ratio = num_v / num_k;
-    const bool journal = a.mode == MEMRA__MODE_JOURNAL;
+    const bool journal = a.mode == MEMRA__MODE_JOURNAL, natural = verify_packed_scan(a);
     const verify_ws ws = carve_ws(a.workspace, a.b_n, t, num_k, num_v);
     const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
 
@@ -262,7 +277,7 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
 #pragma unroll
                 for (int r4 = 0; r4 < MEMRA__PER_LANE; r4++) {
                     const int i = r4 * MEMRA__LANES + (int)lane;
-                    wsd[memra__perm_index(i)] = y[r4];
+                    wsd[natural ? i : memra__perm_index(i)] = y[r4];
                     if (jk != nullptr)
                         jk[memra__perm_index(i)] = y[r4];
                     if (out != nullptr)
@@ -351,14 +366,12 @@ static int launch_vscan_out(const memra__scan_job &job, size_t b_n, void *stream
     return launch_vscan_out_x<C, OUT, C::NC == 1, minb>(job, b_n, stream);
 }
 
-/* The scan's flavour: the journal's, or snapshots after every row but the last, or none. */
+/* The scan's flavour: the journal's, or the final state alone. */
 template <class C>
 static int launch_vscan(const memra__scan_job &job, size_t b_n, bool journal, void *stream)
 {
-    if (journal)
-        return launch_vscan_out<C, SCAN_JOURNAL>(job, b_n, stream);
-    return job.snap != nullptr && job.t >= 2 ? launch_vscan_out<C, SCAN_SNAP>(job, b_n, stream)
-                                             : launch_vscan_out<C, SCAN_FINAL>(job, b_n, stream);
+    return journal ? launch_vscan_out<C, SCAN_JOURNAL>(job, b_n, stream)
+                   : launch_vscan_out<C, SCAN_FINAL>(job, b_n, stream);
 }
 
 template <int DCONV> static int launch_prologue(const memra__verify_args *a, void *stream)
@@ -395,6 +408,27 @@ static int launch_verify(const memra__verify_args *a, void *stream)
 
     const bool journal = a->mode == MEMRA__MODE_JOURNAL;
     const verify_ws ws = carve_ws(a->workspace, a->b_n, a->t, a->num_k, a->num_v);
+    if (verify_packed_scan(*a)) {
+        memra__scan_args s = {};
+        s.q = ws.q;
+        s.k = ws.k;
+        s.v = ws.v;
+        s.g_log = ws.g_log;
+        s.beta = ws.beta;
+        s.in_table = a->table + 1;
+        s.in_stride = MEMRA__TABLE_WIDTH;
+        s.out_table = a->table + memra__final_slot(a->t);
+        s.out_stride = MEMRA__TABLE_WIDTH;
+        s.o = a->o;
+        s.snap = a->snap_ssm;
+        s.num_v = a->num_v;
+        s.t = a->t;
+        s.b_n = a->b_n;
+        s.scale = a->scale;
+        s.qk_heads = a->num_k;
+        s.grouped = a->grouped;
+        return memra__cuda_gdn_scan(&s, stream);
+    }
     memra__scan_job job = {};
     job.in_table = a->table + 1;
     job.out_table = a->table + (journal ? 1 : memra__final_slot(a->t));
@@ -406,7 +440,6 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     job.g_log = ws.g_log;
     job.beta = ws.beta;
     job.o = a->o;
-    job.snap = a->snap_ssm;
     job.num_v = a->num_v;
     job.num_k = a->num_k;
     job.qk_heads = a->num_k;
