@@ -576,15 +576,23 @@ static size_t gv_cases(gv_case *out)
         GV_ADD(2, 4, 6, 5, 3, mode, GROUPED, 0x2au, false);
         GV_ADD(2, 4, 3, 3, 4, mode, GROUPED, GV_ALL_OUTS, true);
         GV_ADD(2, 4, 8, 2, 6, mode, GROUPED, 0u, true);
-        /* Batches of the wide block shape: the grouped order, more than 8 rows, one and two
-         * staged chunks, and the head ratios 1, 2, 4 and 8. */
-        GV_ADD(2, 4, 9, 17, 4, mode, GROUPED, GV_ALL_OUTS, false);
-        GV_ADD(2, 4, 17, 17, 4, mode, TILED, GV_ALL_OUTS, false);
-        GV_ADD(4, 4, 3, 17, 4, mode, TILED, GV_ALL_OUTS, false);
-        GV_ADD(2, 8, 5, 17, 4, mode, GROUPED, GV_ALL_OUTS, false);
-        GV_ADD(2, 8, 10, 17, 4, mode, TILED, 0x15u, false);
-        GV_ADD(1, 8, 3, 9, 4, mode, TILED, GV_ALL_OUTS, false);
-        GV_ADD(2, 4, 6, 20, 4, mode, TILED, GV_ALL_OUTS, true);
+        /* Batches of the wide block shape (two blocks per head at least as many as the
+         * multiprocessors of most GPUs): the grouped order, more than 8 rows, one and two staged
+         * chunks, the head ratios 1, 2, 4 and 8, a graph replay. {num_k, num_v, t, b_n,
+         * grouped, outputs, graph} */
+        static const struct {
+            size_t nk, nv, t, b;
+            bool grouped;
+            unsigned outs;
+            bool graph;
+        } wide[] = {
+            {2, 4, 9, 17, true, GV_ALL_OUTS, false},  {2, 4, 17, 17, false, GV_ALL_OUTS, false},
+            {4, 4, 3, 17, false, GV_ALL_OUTS, false}, {2, 8, 5, 17, true, GV_ALL_OUTS, false},
+            {2, 8, 10, 17, false, 0x15u, false},      {1, 8, 3, 9, false, GV_ALL_OUTS, false},
+            {2, 4, 6, 20, false, GV_ALL_OUTS, true}};
+        for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+            GV_ADD(wide[i].nk, wide[i].nv, wide[i].t, wide[i].b, 4, mode,
+                   wide[i].grouped ? GROUPED : TILED, wide[i].outs, wide[i].graph);
         /* num_v = 8 over num_k = 2: groups of four heads. */
         GV_ADD(2, 8, 4, 2, 4, mode, GROUPED, GV_ALL_OUTS, false);
         GV_ADD(2, 8, 3, 2, 4, mode, TILED, GV_ALL_OUTS, false);

@@ -409,24 +409,29 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     const bool journal = a->mode == MEMRA__MODE_JOURNAL;
     const verify_ws ws = carve_ws(a->workspace, a->b_n, a->t, a->num_k, a->num_v);
     if (verify_packed_scan(*a)) {
-        memra__scan_args s = {};
-        s.q = ws.q;
-        s.k = ws.k;
-        s.v = ws.v;
-        s.g_log = ws.g_log;
-        s.beta = ws.beta;
-        s.in_table = a->table + 1;
-        s.in_stride = MEMRA__TABLE_WIDTH;
-        s.out_table = a->table + memra__final_slot(a->t);
-        s.out_stride = MEMRA__TABLE_WIDTH;
-        s.o = a->o;
-        s.snap = a->snap_ssm;
-        s.num_v = a->num_v;
-        s.t = a->t;
-        s.b_n = a->b_n;
-        s.scale = a->scale;
-        s.qk_heads = a->num_k;
-        s.grouped = a->grouped;
+        /* The packed scan's arguments in memra__scan_args order: the workspace's rows, the
+         * table's canonical state in and the parity slot out (as memra_gdn_scan_s128_tsnap),
+         * no direct states, o and the snapshots, no deltas, the shape, q and k per key head. */
+        const memra__scan_args s = {ws.q,
+                                    ws.k,
+                                    ws.v,
+                                    ws.g_log,
+                                    ws.beta,
+                                    a->table + 1,
+                                    MEMRA__TABLE_WIDTH,
+                                    a->table + memra__final_slot(a->t),
+                                    MEMRA__TABLE_WIDTH,
+                                    nullptr,
+                                    nullptr,
+                                    a->o,
+                                    a->snap_ssm,
+                                    nullptr,
+                                    a->num_v,
+                                    a->t,
+                                    a->b_n,
+                                    a->scale,
+                                    a->num_k,
+                                    a->grouped};
         return memra__cuda_gdn_scan(&s, stream);
     }
     memra__scan_job job = {};
