@@ -513,6 +513,15 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
         st = call_op(x - X_OPS, e, in, out, tab, in32);
     else if (x >= X_HANDLE_CALLS)
         st = tu_call_handles((tu_handle_call)(x - X_HANDLE_CALLS), e, w->g);
+
+/* Sets `st` to `fn` called with `e`, the arguments given and the address of a slice of `type`
+ * holding sentinels, which a refused call must leave as they are. */
+#define KEEPS_OUT(type, fn, ...)                                                                   \
+    do {                                                                                           \
+        type out_ = {SENTINEL_PTR, SENTINEL_LEN};                                                  \
+        st = fn(e, __VA_ARGS__, &out_);                                                            \
+        cr_assert(out_.ptr == SENTINEL_PTR && out_.len == SENTINEL_LEN, #fn " wrote *out");        \
+    } while (0)
     switch (x) {
     case X_ENGINE_BACKEND: {
         MemraBackend k = (MemraBackend)0x5e7e;
@@ -526,40 +535,25 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
         cr_assert_eq(s, SENTINEL_PTR, "memra_engine_stream wrote *out_stream");
         break;
     }
-    case X_ALLOC_F32: {
-        MemraSliceMutF32 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_alloc_f32(e, 64, MEMRA_ALLOC_INIT_ZEROED, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_alloc_f32 wrote *out");
+    case X_ALLOC_F32:
+        KEEPS_OUT(MemraSliceMutF32, memra_alloc_f32, 64, MEMRA_ALLOC_INIT_ZEROED);
         break;
-    }
-    case X_ALLOC_U64: {
-        MemraSliceMutU64 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_alloc_u64(e, 64, MEMRA_ALLOC_INIT_ZEROED, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_alloc_u64 wrote *out");
+    case X_ALLOC_U64:
+        KEEPS_OUT(MemraSliceMutU64, memra_alloc_u64, 64, MEMRA_ALLOC_INIT_ZEROED);
         break;
-    }
-    case X_ALLOC_U32: {
-        MemraSliceMutU32 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_alloc_u32(e, 64, MEMRA_ALLOC_INIT_ZEROED, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_alloc_u32 wrote *out");
+    case X_ALLOC_U32:
+        KEEPS_OUT(MemraSliceMutU32, memra_alloc_u32, 64, MEMRA_ALLOC_INIT_ZEROED);
         break;
-    }
     case X_FREE:
         /* The witness's own buffer: freeing it through a bad handle must not free it. */
         st = memra_free(e, w->arena.ptr);
         break;
-    case X_HTOD_F32: {
-        MemraSliceMutF32 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_htod_f32(e, (MemraSliceF32){host, 256}, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_htod_f32 wrote *out");
+    case X_HTOD_F32:
+        KEEPS_OUT(MemraSliceMutF32, memra_htod_f32, (MemraSliceF32){host, 256});
         break;
-    }
-    case X_HTOD_U64: {
-        MemraSliceMutU64 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_htod_u64(e, (MemraSliceU64){host64, 6}, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_htod_u64 wrote *out");
+    case X_HTOD_U64:
+        KEEPS_OUT(MemraSliceMutU64, memra_htod_u64, (MemraSliceU64){host64, 6});
         break;
-    }
     case X_HTOD_F32_INTO:
         st = memra_htod_f32_into(e, (MemraSliceF32){host, 256}, out);
         break;
@@ -585,6 +579,7 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
         break;
     }
     }
+#undef KEEPS_OUT
     /* Whatever the entry point, a refused call wrote none of the host arrays (the copies to the
      * host are the calls that would). */
     cr_assert(same_bytes(host, sizeof host, 0x3c) && same_bytes(host64, sizeof host64, 0x3c) &&
