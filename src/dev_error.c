@@ -3,7 +3,9 @@
  */
 #include "dev_error.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops.h"
@@ -65,6 +67,21 @@ static MemraStatus copy_finding(const char *fn, const memra__dev_error *r)
                        (unsigned long long)addr, copy_fault(r->what));
 }
 
+/* A finding that kept the whole of one sequence as it was: the finding (printf-style, from "an
+ * earlier <op>" on), then the one sentence every such message ends with, so that the hosts that
+ * match it see the same words whatever was found. */
+static MemraStatus MEMRA__PRINTF(2, 3) left_untouched(const char *fn, const char *fmt, ...)
+{
+    char finding[MEMRA__MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(finding, sizeof finding, fmt, ap);
+    va_end(ap);
+    return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
+                       "%s; that sequence's ring, state, journal and outputs were left untouched",
+                       finding);
+}
+
 MemraStatus memra__dev_error_take(const char *fn, memra__dev_error *rec)
 {
     memra__dev_error r = *rec;
@@ -82,32 +99,28 @@ MemraStatus memra__dev_error_take(const char *fn, memra__dev_error *rec)
                            "t); sequence %u was left untouched",
                            op, r.seq, r.value, r.limit, r.seq);
     case MEMRA__ERR_ACCEPTED_OVER_JOURNAL:
-        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                           "an earlier %s found accepted[%u] = %u, but the journal of sequence %u "
-                           "holds %u rows; that sequence's ring, state, journal and outputs were "
-                           "left untouched",
-                           op, r.seq, r.value, r.seq, r.limit);
+        return left_untouched(fn,
+                              "an earlier %s found accepted[%u] = %u, but the journal of sequence "
+                              "%u holds %u rows",
+                              op, r.seq, r.value, r.seq, r.limit);
     case MEMRA__ERR_JOURNAL_FOREIGN:
-        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                           "an earlier %s found that the journal of sequence %u is not a libmemra "
-                           "journal (magic word 0x%08x, expected 0x%08x, or a zero-filled "
-                           "buffer); that sequence's ring, state, journal and outputs were left "
-                           "untouched",
-                           op, r.seq, r.value, r.limit);
+        return left_untouched(fn,
+                              "an earlier %s found that the journal of sequence %u is not a "
+                              "libmemra journal (magic word 0x%08x, expected 0x%08x, or a "
+                              "zero-filled buffer)",
+                              op, r.seq, r.value, r.limit);
     case MEMRA__ERR_JOURNAL_ROWS:
     case MEMRA__ERR_JOURNAL_SLOT:
-        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                           "an earlier %s found a corrupt journal header in sequence %u (%s %u, "
-                           "at most %u); that sequence's ring, state, journal and outputs were "
-                           "left untouched",
-                           op, r.seq, r.what == MEMRA__ERR_JOURNAL_ROWS ? "rows" : "slot", r.value,
-                           r.limit);
+        return left_untouched(fn,
+                              "an earlier %s found a corrupt journal header in sequence %u (%s %u, "
+                              "at most %u)",
+                              op, r.seq, r.what == MEMRA__ERR_JOURNAL_ROWS ? "rows" : "slot",
+                              r.value, r.limit);
     case MEMRA__ERR_JOURNAL_CAPACITY:
-        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                           "an earlier %s of t = %u rows found that the journal of sequence %u "
-                           "holds at most %u rows; that sequence's ring, state, journal and "
-                           "outputs were left untouched",
-                           op, r.value, r.seq, r.limit);
+        return left_untouched(fn,
+                              "an earlier %s of t = %u rows found that the journal of sequence %u "
+                              "holds at most %u rows",
+                              op, r.value, r.seq, r.limit);
     case MEMRA__ERR_JOURNAL_ADDRESS:
         return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
                            "an earlier %s found the journal address of sequence %u NULL or not "
@@ -115,11 +128,10 @@ MemraStatus memra__dev_error_take(const char *fn, memra__dev_error *rec)
                            "outputs were left untouched",
                            op, r.seq, r.value);
     default:
-        return memra__fail(MEMRA_STATUS_INVALID_ARGUMENT, fn,
-                           "an earlier %s found the journal of sequence %u written for %s %u, "
-                           "this call has %s %u; that sequence's ring, state, journal and "
-                           "outputs were left untouched",
-                           op, r.seq, journal_field(r.what), r.value, journal_field(r.what),
-                           r.limit);
+        return left_untouched(fn,
+                              "an earlier %s found the journal of sequence %u written for %s %u, "
+                              "this call has %s %u",
+                              op, r.seq, journal_field(r.what), r.value, journal_field(r.what),
+                              r.limit);
     }
 }

@@ -86,34 +86,20 @@ PIN_TYPE(FIELD(MemraEngineOptions, device_ordinal), int32_t);
 PIN_TYPE(FIELD(MemraEngineOptions, stream), void *);
 PIN_TYPE(FIELD(MemraEngineOptions, flags), uint64_t);
 
-/* The four slices: {ptr, len}, passed by value, never extended. */
-PIN(sizeof(MemraSliceF32) == 16);
-PIN(ALIGN_OF(MemraSliceF32) == 8);
-PIN(offsetof(MemraSliceF32, ptr) == 0);
-PIN(offsetof(MemraSliceF32, len) == 8);
-PIN_TYPE(FIELD(MemraSliceF32, ptr), const float *);
-PIN_TYPE(FIELD(MemraSliceF32, len), size_t);
+/* The four slices: {ptr, len}, passed by value, never extended. Each has the same layout: a
+ * pointer of its element type at 0 and the element count at 8. */
+#define PIN_SLICE(type, ptr_type)                                                                  \
+    PIN(sizeof(type) == 16);                                                                       \
+    PIN(ALIGN_OF(type) == 8);                                                                      \
+    PIN(offsetof(type, ptr) == 0);                                                                 \
+    PIN(offsetof(type, len) == 8);                                                                 \
+    PIN_TYPE(FIELD(type, ptr), ptr_type);                                                          \
+    PIN_TYPE(FIELD(type, len), size_t)
 
-PIN(sizeof(MemraSliceMutF32) == 16);
-PIN(ALIGN_OF(MemraSliceMutF32) == 8);
-PIN(offsetof(MemraSliceMutF32, ptr) == 0);
-PIN(offsetof(MemraSliceMutF32, len) == 8);
-PIN_TYPE(FIELD(MemraSliceMutF32, ptr), float *);
-PIN_TYPE(FIELD(MemraSliceMutF32, len), size_t);
-
-PIN(sizeof(MemraSliceU64) == 16);
-PIN(ALIGN_OF(MemraSliceU64) == 8);
-PIN(offsetof(MemraSliceU64, ptr) == 0);
-PIN(offsetof(MemraSliceU64, len) == 8);
-PIN_TYPE(FIELD(MemraSliceU64, ptr), const uint64_t *);
-PIN_TYPE(FIELD(MemraSliceU64, len), size_t);
-
-PIN(sizeof(MemraSliceMutU64) == 16);
-PIN(ALIGN_OF(MemraSliceMutU64) == 8);
-PIN(offsetof(MemraSliceMutU64, ptr) == 0);
-PIN(offsetof(MemraSliceMutU64, len) == 8);
-PIN_TYPE(FIELD(MemraSliceMutU64, ptr), uint64_t *);
-PIN_TYPE(FIELD(MemraSliceMutU64, len), size_t);
+PIN_SLICE(MemraSliceF32, const float *);
+PIN_SLICE(MemraSliceMutF32, float *);
+PIN_SLICE(MemraSliceU64, const uint64_t *);
+PIN_SLICE(MemraSliceMutU64, uint64_t *);
 
 /* The graph step callback. */
 PIN_TYPE((MemraStepFn)0, MemraStatus (*)(MemraEngine *, void *));

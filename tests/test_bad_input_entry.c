@@ -481,16 +481,18 @@ enum {
     SM_FAIL_THIRD,
     SM_ALLOC_THEN_FAIL,
     SM_BAD_OP,
-    SM_SYNC,
     SM_DTOH,
     SM_HTOD,
     SM_HTOD_INTO,
     SM_HTOD_U32_INTO,
     SM_DTOH_U32,
     SM_NESTED,
-    SM_DESTROY_ENGINE,
-    SM_LAUNCH,
-    SM_DESTROY_GRAPH,
+    /* SM_HANDLE_CALL + c: tu_call_handles(c) with the world's graph. */
+    SM_HANDLE_CALL,
+    SM_SYNC = SM_HANDLE_CALL + TU_CALL_SYNCHRONIZE,
+    SM_LAUNCH = SM_HANDLE_CALL + TU_CALL_GRAPH_LAUNCH,
+    SM_DESTROY_GRAPH = SM_HANDLE_CALL + TU_CALL_GRAPH_DESTROY,
+    SM_DESTROY_ENGINE = SM_HANDLE_CALL + TU_CALL_ENGINE_DESTROY,
 };
 
 typedef struct step_ctx {
@@ -536,9 +538,6 @@ static MemraStatus misbehaving_step(MemraEngine *e, void *user)
         st = bi_invoke(&c);
         break;
     }
-    case SM_SYNC:
-        st = memra_engine_synchronize(e);
-        break;
     case SM_DTOH:
     case SM_HTOD_INTO:
         st = copy_any(e, T_F32, x->mode == SM_HTOD_INTO,
@@ -564,14 +563,8 @@ static MemraStatus misbehaving_step(MemraEngine *e, void *user)
         cr_assert_eq(inner, BI_SENTINEL_PTR, "a nested capture wrote *out_graph");
         break;
     }
-    case SM_DESTROY_ENGINE:
-        st = memra_engine_destroy(e);
-        break;
-    case SM_LAUNCH:
-        st = memra_graph_launch(e, w->g);
-        break;
-    case SM_DESTROY_GRAPH:
-        st = memra_graph_destroy(e, w->g);
+    default:
+        st = tu_call_handles((tu_handle_call)(x->mode - SM_HANDLE_CALL), e, w->g);
         break;
     }
     if (x->calls == 1) {

@@ -27,10 +27,20 @@ extern const size_t BI_N_ENTRY_10, BI_N_ENTRY_11;
         OA_SC_##name, q, add                                                                       \
     }
 #define LIT(name, value) SET(name, BI_LIT, value)
-/* A suite's shape rules, hand-written entry-point cases and extra good calls. */
-#define SUITE_CASES(fixups_, customs_, n_customs_, good_calls_)                                    \
-    .fixups = fixups_, .n_fixups = sizeof fixups_ / sizeof fixups_[0], .customs = customs_,        \
-    .n_customs = &n_customs_, .good_calls = good_calls_
+
+/* The suite of ABI version `ver` and its tests, Criterion suite `suite_name`: the version's
+ * operations (OPS_<ver>), shape rules (FIXUPS_<ver>), hand-written entry-point cases
+ * (BI_ENTRY_<ver>) and extra good calls (good_calls_<ver>), then the fields given. */
+#define OPS_SUITE(ver, suite_name, ...)                                                            \
+    static const bi_suite SUITE_##ver = {.name = #suite_name,                                      \
+                                         .ops = OPS_##ver,                                         \
+                                         .fixups = FIXUPS_##ver,                                   \
+                                         .n_fixups = sizeof FIXUPS_##ver / sizeof FIXUPS_##ver[0], \
+                                         .customs = BI_ENTRY_##ver,                                \
+                                         .n_customs = &BI_N_ENTRY_##ver,                           \
+                                         .good_calls = good_calls_##ver,                           \
+                                         __VA_ARGS__};                                             \
+    BI_SUITE_TESTS(suite_name, SUITE_##ver)
 
 /* ---- 1.0 ---- */
 
@@ -94,19 +104,8 @@ static void good_calls_10(bi_world *w)
 
 static const int CHAIN_10[] = {OA_CONV_T, OA_PREP_B, OA_SCAN_T};
 
-static const bi_suite SUITE_10 = {
-    .name = "bad_input",
-    .ops = OPS_10,
-    .num_k = 2,
-    .num_v = 4,
-    .flags = BI_SECOND_ENGINE,
-    .chain = CHAIN_10,
-    .n_chain = sizeof CHAIN_10 / sizeof CHAIN_10[0],
-    .good_op = OA_CONV_B,
-    SUITE_CASES(FIXUPS_10, BI_ENTRY_10, BI_N_ENTRY_10, good_calls_10),
-};
-
-BI_SUITE_TESTS(bad_input, SUITE_10)
+OPS_SUITE(10, bad_input, .num_k = 2, .num_v = 4, .flags = BI_SECOND_ENGINE, .chain = CHAIN_10,
+          .n_chain = sizeof CHAIN_10 / sizeof CHAIN_10[0], .good_op = OA_CONV_B)
 
 /* ---- 1.1 ---- */
 
@@ -219,18 +218,9 @@ static void good_calls_11(bi_world *w)
     TU_OK(bi_invoke(&c));
 }
 
-static const bi_suite SUITE_11 = {
-    .name = "bad_input_verify",
-    .ops = OPS_11,
-    .num_k = 2,
-    .num_v = 2,
-    .flags = BI_FIELD_NAMES | BI_ROTATE_GEOMETRIES,
-    .good_op = OA_V_SNAP,
-    .all_geometries = all_geometries_11,
-    SUITE_CASES(FIXUPS_11, BI_ENTRY_11, BI_N_ENTRY_11, good_calls_11),
-};
-
-BI_SUITE_TESTS(bad_input_verify, SUITE_11)
+OPS_SUITE(11, bad_input_verify, .num_k = 2, .num_v = 2,
+          .flags = BI_FIELD_NAMES | BI_ROTATE_GEOMETRIES, .good_op = OA_V_SNAP,
+          .all_geometries = all_geometries_11)
 
 /* ---- 1.2: the state copies ---- */
 
@@ -324,13 +314,4 @@ static void good_calls_12(bi_world *w)
     TU_OK(bi_invoke(&c));
 }
 
-static const bi_suite SUITE_12 = {
-    .name = "bad_input_copy",
-    .ops = OPS_12,
-    .num_k = 1,
-    .num_v = 1,
-    .good_op = OA_COPY_BATCH,
-    SUITE_CASES(FIXUPS_12, BI_ENTRY_12, BI_N_ENTRY_12, good_calls_12),
-};
-
-BI_SUITE_TESTS(bad_input_copy, SUITE_12)
+OPS_SUITE(12, bad_input_copy, .num_k = 1, .num_v = 1, .good_op = OA_COPY_BATCH)

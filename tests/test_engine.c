@@ -511,17 +511,22 @@ Test(engine, destroy_null_is_ok)
 
 /* ---- graphs ------------------------------------------------------------------------------- */
 
-/* A step that rolls the probe's ring once and counts its calls. */
+static MemraStatus eg_inner_step(MemraEngine *e, void *user)
+{
+    return eg_probe_step(e, user);
+}
+
+/* A step that rolls the probe's ring once and counts its calls (capture with tu_counted_step
+ * and &counted). The probe is not copied after this: `counted` holds its address. */
 typedef struct eg_count {
     eg_probe probe;
-    int calls;
+    tu_counted counted;
 } eg_count;
 
-static MemraStatus eg_count_step(MemraEngine *e, void *user)
+static void eg_count_make(MemraEngine *e, const eg_inputs *in, eg_count *c)
 {
-    eg_count *c = user;
-    c->calls++;
-    return eg_probe_step(e, &c->probe);
+    c->probe = eg_probe_make(e, in);
+    c->counted = (tu_counted){eg_inner_step, &c->probe, 0};
 }
 
 /*
@@ -534,11 +539,12 @@ static void eg_check_capture_calls(MemraBackend backend)
     MemraEngine *e = tu_engine(backend);
     eg_inputs in;
     eg_inputs_make(&in);
-    eg_count c = {eg_probe_make(e, &in), 0};
+    eg_count c;
+    eg_count_make(e, &in, &c);
     MemraGraph *g = NULL;
-    TU_OK(memra_graph_capture(e, eg_count_step, &c, &g));
+    TU_OK(memra_graph_capture(e, tu_counted_step, &c.counted, &g));
     cr_assert_not_null(g);
-    cr_assert_eq(c.calls, 3, "the step was called %d times, not 3", c.calls);
+    cr_assert_eq(c.counted.calls, 3, "the step was called %d times, not 3", c.counted.calls);
 
     MemraEngine *ref = tu_engine(backend);
     static float ring[EG_RING], want[EG_RING], out[EG_CONV_DIM], want_out[EG_CONV_DIM];
@@ -556,7 +562,7 @@ static void eg_check_capture_calls(MemraBackend backend)
                      "after capture and %d launch(es) conv_out is not roll %d's (" TU_SEED_FMT ")",
                      rolls - 2, rolls, in.seed);
     }
-    cr_assert_eq(c.calls, 3, "launching the graph called the step");
+    cr_assert_eq(c.counted.calls, 3, "launching the graph called the step");
     TU_OK(memra_graph_destroy(e, g));
     TU_OK(memra_engine_destroy(ref));
     TU_OK(memra_engine_destroy(e));
@@ -798,11 +804,6 @@ typedef struct eg_bad {
     MemraGraph *nested;
 } eg_bad;
 
-static MemraStatus eg_inner_step(MemraEngine *e, void *user)
-{
-    return eg_probe_step(e, user);
-}
-
 static MemraStatus eg_bad_step(MemraEngine *e, void *user)
 {
     eg_bad *b = user;
@@ -889,9 +890,10 @@ static void eg_check_forbidden(MemraBackend backend, enum eg_forbidden what, boo
     char after[128];
     snprintf(after, sizeof after, "a capture refused for %s in %s", name, when);
     eg_expect_usable(e, backend, after);
-    eg_count c = {eg_probe_make(e, &in), 0};
+    eg_count c;
+    eg_count_make(e, &in, &c);
     MemraGraph *good = NULL;
-    TU_OK(memra_graph_capture(e, eg_count_step, &c, &good));
+    TU_OK(memra_graph_capture(e, tu_counted_step, &c.counted, &good));
     TU_OK(memra_graph_launch(e, good));
     TU_OK(memra_graph_destroy(e, good));
     TU_OK(memra_engine_destroy(e));
@@ -931,9 +933,9 @@ typedef struct eg_graph_fx {
 static void eg_graph_fx_make(MemraEngine *e, eg_graph_fx *f)
 {
     eg_inputs_make(&f->in);
-    f->c = (eg_count){eg_probe_make(e, &f->in), 0};
+    eg_count_make(e, &f->in, &f->c);
     f->g = NULL;
-    TU_OK(memra_graph_capture(e, eg_count_step, &f->c, &f->g));
+    TU_OK(memra_graph_capture(e, tu_counted_step, &f->c.counted, &f->g));
 }
 
 /* Replays the graph once on `e` and expects the ring after three rolls. */
@@ -942,6 +944,13 @@ static void eg_graph_fx_replay(MemraEngine *e, MemraBackend backend, eg_graph_fx
 {
     TU_OK(memra_graph_launch(e, f->g));
     eg_expect_ring(e, backend, &f->c.probe, &f->in, 3, what);
+}
+
+/* Destroys the graph and then `e`, its engine, which must hold nothing else by then. */
+static void eg_graph_fx_destroy(MemraEngine *e, eg_graph_fx *f)
+{
+    TU_OK(memra_graph_destroy(e, f->g));
+    TU_OK(memra_engine_destroy(e));
 }
 
 static void eg_check_destroy_with_live_graph(MemraBackend backend)
@@ -956,8 +965,7 @@ static void eg_check_destroy_with_live_graph(MemraBackend backend)
     eg_graph_fx_replay(e, backend, &f,
                        "the graph no longer replays correctly after the refused destroy");
     eg_expect_usable(e, backend, "a refused memra_engine_destroy");
-    TU_OK(memra_graph_destroy(e, f.g));
-    TU_OK(memra_engine_destroy(e));
+    eg_graph_fx_destroy(e, &f);
 }
 
 TU_TEST_BACKENDS(graph, engine_destroy_refused_while_graph_lives, eg_check_destroy_with_live_graph)
@@ -981,8 +989,7 @@ static void eg_check_foreign_graph(MemraBackend backend)
     eg_graph_fx_replay(e1, backend, &f,
                        "the graph does not replay on its own engine after the refusals");
     TU_OK(memra_engine_destroy(e2));
-    TU_OK(memra_graph_destroy(e1, f.g));
-    TU_OK(memra_engine_destroy(e1));
+    eg_graph_fx_destroy(e1, &f);
 }
 
 TU_TEST_BACKENDS(graph, foreign_engine_refused, eg_check_foreign_graph)

@@ -404,14 +404,14 @@ static void witness_check_and_destroy(witness *w, const char *what)
     TU_OK(memra_engine_destroy(w->e));
 }
 
-/* Every exported function that takes an engine handle: the engine, memory and graph functions,
- * then every row of the operation argument table (tests/bad_input/op_args.def, the verify once
- * per mode), so that an operation added there is covered here too, and memra_engine_destroy
- * last. */
+/* Every exported function that takes an engine handle: the engine, memory and graph functions
+ * that take more than handles, then every row of the operation argument table
+ * (tests/bad_input/op_args.def, the verify once per mode), so that an operation added there is
+ * covered here too, then the calls that take only handles (tu_call_handles), which end with
+ * memra_engine_destroy. */
 enum {
     X_ENGINE_BACKEND,
     X_ENGINE_STREAM,
-    X_ENGINE_SYNCHRONIZE,
     X_ALLOC_F32,
     X_ALLOC_U64,
     X_ALLOC_U32,
@@ -425,37 +425,22 @@ enum {
     X_DTOH_U64,
     X_DTOH_U32,
     X_GRAPH_CAPTURE,
-    X_GRAPH_LAUNCH,
-    X_GRAPH_DESTROY,
     X_OPS,
-    X_ENGINE_DESTROY = X_OPS + OA_N_OP,
-    X_COUNT
+    X_HANDLE_CALLS = X_OPS + OA_N_OP,
+    X_COUNT = X_HANDLE_CALLS + TU_N_HANDLE_CALLS
 };
 
 static const char *entry_name(int x)
 {
-    static const char *const names[X_COUNT] = {
-        "memra_engine_backend",
-        "memra_engine_stream",
-        "memra_engine_synchronize",
-        "memra_alloc_f32",
-        "memra_alloc_u64",
-        "memra_alloc_u32",
-        "memra_free",
-        "memra_htod_f32",
-        "memra_htod_u64",
-        "memra_htod_f32_into",
-        "memra_htod_u64_into",
-        "memra_htod_u32_into",
-        "memra_dtoh_f32",
-        "memra_dtoh_u64",
-        "memra_dtoh_u32",
-        "memra_graph_capture",
-        "memra_graph_launch",
-        "memra_graph_destroy",
-        [X_ENGINE_DESTROY] = "memra_engine_destroy",
+    static const char *const names[X_OPS] = {
+        "memra_engine_backend", "memra_engine_stream", "memra_alloc_f32",     "memra_alloc_u64",
+        "memra_alloc_u32",      "memra_free",          "memra_htod_f32",      "memra_htod_u64",
+        "memra_htod_f32_into",  "memra_htod_u64_into", "memra_htod_u32_into", "memra_dtoh_f32",
+        "memra_dtoh_u64",       "memra_dtoh_u32",      "memra_graph_capture",
     };
-    return x >= X_OPS && x < X_ENGINE_DESTROY ? OA_OPS[x - X_OPS].fn : names[x];
+    if (x >= X_HANDLE_CALLS)
+        return tu_handle_call_name((tu_handle_call)(x - X_HANDLE_CALLS));
+    return x >= X_OPS ? OA_OPS[x - X_OPS].fn : names[x];
 }
 
 /* Calls operation `op` of the argument table with engine `e`: every slice it takes points into
@@ -524,8 +509,19 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
     memset(host32, 0x3c, sizeof host32);
     MemraStatus st = MEMRA_STATUS_INTERNAL;
 
-    if (x >= X_OPS && x < X_ENGINE_DESTROY)
+    if (x >= X_OPS && x < X_HANDLE_CALLS)
         st = call_op(x - X_OPS, e, in, out, tab, in32);
+    else if (x >= X_HANDLE_CALLS)
+        st = tu_call_handles((tu_handle_call)(x - X_HANDLE_CALLS), e, w->g);
+
+/* Sets `st` to `fn` called with `e`, the arguments given and the address of a slice of `type`
+ * holding sentinels, which a refused call must leave as they are. */
+#define KEEPS_OUT(type, fn, ...)                                                                   \
+    do {                                                                                           \
+        type out_ = {SENTINEL_PTR, SENTINEL_LEN};                                                  \
+        st = fn(e, __VA_ARGS__, &out_);                                                            \
+        cr_assert(out_.ptr == SENTINEL_PTR && out_.len == SENTINEL_LEN, #fn " wrote *out");        \
+    } while (0)
     switch (x) {
     case X_ENGINE_BACKEND: {
         MemraBackend k = (MemraBackend)0x5e7e;
@@ -539,43 +535,25 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
         cr_assert_eq(s, SENTINEL_PTR, "memra_engine_stream wrote *out_stream");
         break;
     }
-    case X_ENGINE_SYNCHRONIZE:
-        st = memra_engine_synchronize(e);
+    case X_ALLOC_F32:
+        KEEPS_OUT(MemraSliceMutF32, memra_alloc_f32, 64, MEMRA_ALLOC_INIT_ZEROED);
         break;
-    case X_ALLOC_F32: {
-        MemraSliceMutF32 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_alloc_f32(e, 64, MEMRA_ALLOC_INIT_ZEROED, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_alloc_f32 wrote *out");
+    case X_ALLOC_U64:
+        KEEPS_OUT(MemraSliceMutU64, memra_alloc_u64, 64, MEMRA_ALLOC_INIT_ZEROED);
         break;
-    }
-    case X_ALLOC_U64: {
-        MemraSliceMutU64 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_alloc_u64(e, 64, MEMRA_ALLOC_INIT_ZEROED, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_alloc_u64 wrote *out");
+    case X_ALLOC_U32:
+        KEEPS_OUT(MemraSliceMutU32, memra_alloc_u32, 64, MEMRA_ALLOC_INIT_ZEROED);
         break;
-    }
-    case X_ALLOC_U32: {
-        MemraSliceMutU32 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_alloc_u32(e, 64, MEMRA_ALLOC_INIT_ZEROED, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_alloc_u32 wrote *out");
-        break;
-    }
     case X_FREE:
         /* The witness's own buffer: freeing it through a bad handle must not free it. */
         st = memra_free(e, w->arena.ptr);
         break;
-    case X_HTOD_F32: {
-        MemraSliceMutF32 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_htod_f32(e, (MemraSliceF32){host, 256}, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_htod_f32 wrote *out");
+    case X_HTOD_F32:
+        KEEPS_OUT(MemraSliceMutF32, memra_htod_f32, (MemraSliceF32){host, 256});
         break;
-    }
-    case X_HTOD_U64: {
-        MemraSliceMutU64 s = {SENTINEL_PTR, SENTINEL_LEN};
-        st = memra_htod_u64(e, (MemraSliceU64){host64, 6}, &s);
-        cr_assert(s.ptr == SENTINEL_PTR && s.len == SENTINEL_LEN, "memra_htod_u64 wrote *out");
+    case X_HTOD_U64:
+        KEEPS_OUT(MemraSliceMutU64, memra_htod_u64, (MemraSliceU64){host64, 6});
         break;
-    }
     case X_HTOD_F32_INTO:
         st = memra_htod_f32_into(e, (MemraSliceF32){host, 256}, out);
         break;
@@ -600,16 +578,8 @@ static MemraStatus call_entry(int x, MemraEngine *e, witness *w)
         cr_assert_eq(g, GRAPH_SENTINEL, "memra_graph_capture wrote *out_graph");
         break;
     }
-    case X_GRAPH_LAUNCH:
-        st = memra_graph_launch(e, w->g);
-        break;
-    case X_GRAPH_DESTROY:
-        st = memra_graph_destroy(e, w->g);
-        break;
-    case X_ENGINE_DESTROY:
-        st = memra_engine_destroy(e);
-        break;
     }
+#undef KEEPS_OUT
     /* Whatever the entry point, a refused call wrote none of the host arrays (the copies to the
      * host are the calls that would). */
     cr_assert(same_bytes(host, sizeof host, 0x3c) && same_bytes(host64, sizeof host64, 0x3c) &&
@@ -821,27 +791,26 @@ TU_TEST_BACKENDS(handles, bad_graph_handles_refused, check_bad_graphs)
 /* ---- A capture cannot silently drop a refused call ---- */
 
 enum {
-    RF_BAD_ARGUMENT,  /* an operation with b_n = 0 */
-    RF_BAD_FREE,      /* memra_free of memory the engine never made */
-    RF_ZERO_ALLOC,    /* memra_alloc_f32 of 0 elements */
-    RF_LAUNCH,        /* memra_graph_launch inside a step */
-    RF_GRAPH_DESTROY, /* memra_graph_destroy inside a step */
-    RF_ENGINE_DESTROY,
-    RF_SYNCHRONIZE,
-    RF_DEAD_HANDLE, /* a call through a destroyed engine handle */
-    RF_COUNT
+    RF_BAD_ARGUMENT, /* an operation with b_n = 0 */
+    RF_BAD_FREE,     /* memra_free of memory the engine never made */
+    RF_ZERO_ALLOC,   /* memra_alloc_f32 of 0 elements */
+    RF_DEAD_HANDLE,  /* a call through a destroyed engine handle */
+    /* RF_HANDLE_CALL + c: tu_call_handles(c) inside the step, with the engine's other graph. */
+    RF_HANDLE_CALL,
+    RF_COUNT = RF_HANDLE_CALL + TU_N_HANDLE_CALLS
 };
 
-static const char *const rf_name[RF_COUNT] = {
-    "memra_ssm_conv1d_fused_decode_b_view",
-    "memra_free",
-    "memra_alloc_f32",
-    "memra_graph_launch",
-    "memra_graph_destroy",
-    "memra_engine_destroy",
-    "memra_engine_synchronize",
-    "memra_ssm_conv1d_fused_decode_b_view",
-};
+static const char *rf_name(int mode)
+{
+    static const char *const names[RF_HANDLE_CALL] = {
+        "memra_ssm_conv1d_fused_decode_b_view",
+        "memra_free",
+        "memra_alloc_f32",
+        "memra_ssm_conv1d_fused_decode_b_view",
+    };
+    return mode >= RF_HANDLE_CALL ? tu_handle_call_name((tu_handle_call)(mode - RF_HANDLE_CALL))
+                                  : names[mode];
+}
 
 typedef struct refusing {
     conv_fx fx;
@@ -876,20 +845,13 @@ static MemraStatus refusing_step(MemraEngine *e, void *user)
     case RF_ZERO_ALLOC:
         st = memra_alloc_f32(e, 0, MEMRA_ALLOC_INIT_ZEROED, &s);
         break;
-    case RF_LAUNCH:
-        st = memra_graph_launch(e, r->other_graph);
-        break;
-    case RF_GRAPH_DESTROY:
-        st = memra_graph_destroy(e, r->other_graph);
-        break;
-    case RF_ENGINE_DESTROY:
-        st = memra_engine_destroy(e);
-        break;
-    case RF_SYNCHRONIZE:
-        st = memra_engine_synchronize(e);
-        break;
     case RF_DEAD_HANDLE:
         st = conv_call(r->dead, &r->fx, 1);
+        break;
+    default:
+        /* RF_COUNT, the good step's mode, makes no refused call. */
+        if (r->mode < RF_COUNT)
+            st = tu_call_handles((tu_handle_call)(r->mode - RF_HANDLE_CALL), e, r->other_graph);
         break;
     }
     r->inner = st;
@@ -917,15 +879,15 @@ static void check_refusal_fails_capture(MemraBackend backend, int mode, bool eve
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", memra_last_error_message());
     cr_assert_neq(r.inner, MEMRA_STATUS_OK, "%s in %s: the call inside the step was not refused",
-                  rf_name[mode], when);
+                  rf_name(mode), when);
     cr_assert_eq(st, MEMRA_STATUS_CAPTURE_ERROR,
                  "a step that ignored a refused %s in %s: the capture returned %s (\"%s\")",
-                 rf_name[mode], when, memra_status_string(st), msg);
-    cr_assert(tu_has_word(msg, "memra_graph_capture") && tu_has_word(msg, rf_name[mode]),
+                 rf_name(mode), when, memra_status_string(st), msg);
+    cr_assert(tu_has_word(msg, "memra_graph_capture") && tu_has_word(msg, rf_name(mode)),
               "the capture's message \"%s\" does not name memra_graph_capture and %s", msg,
-              rf_name[mode]);
+              rf_name(mode));
     cr_assert_eq(g, GRAPH_SENTINEL, "the failed capture wrote *out_graph");
-    cr_assert_eq(r.calls, every_call ? 1 : 3, "%s in %s: the step ran %d times", rf_name[mode],
+    cr_assert_eq(r.calls, every_call ? 1 : 3, "%s in %s: the step ran %d times", rf_name(mode),
                  when, r.calls);
 
     /* The engine carries on: its other graph replays, a good capture works and replays. */
@@ -942,31 +904,29 @@ static void check_refusal_fails_capture(MemraBackend backend, int mode, bool eve
     TU_OK(memra_engine_destroy(e));
 }
 
+/* The refusal `mode` ignored in every call of the step and in the captured call only, each on
+ * both backends. */
 #define REFUSAL_TESTS(name, mode)                                                                  \
-    Test(handles, capture_fails_when_step_ignores_##name##_cpu)                                    \
+    static void refusal_in_every_call_##name(MemraBackend backend)                                 \
     {                                                                                              \
-        check_refusal_fails_capture(MEMRA_BACKEND_CPU, mode, true);                                \
+        check_refusal_fails_capture(backend, mode, true);                                          \
     }                                                                                              \
-    Test(handles, capture_fails_when_step_ignores_##name##_cuda)                                   \
+    static void refusal_in_the_captured_call_##name(MemraBackend backend)                          \
     {                                                                                              \
-        check_refusal_fails_capture(MEMRA_BACKEND_CUDA, mode, true);                               \
+        check_refusal_fails_capture(backend, mode, false);                                         \
     }                                                                                              \
-    Test(handles, capture_fails_when_captured_call_ignores_##name##_cpu)                           \
-    {                                                                                              \
-        check_refusal_fails_capture(MEMRA_BACKEND_CPU, mode, false);                               \
-    }                                                                                              \
-    Test(handles, capture_fails_when_captured_call_ignores_##name##_cuda)                          \
-    {                                                                                              \
-        check_refusal_fails_capture(MEMRA_BACKEND_CUDA, mode, false);                              \
-    }
+    TU_TEST_BACKENDS(handles, capture_fails_when_step_ignores_##name,                              \
+                     refusal_in_every_call_##name)                                                 \
+    TU_TEST_BACKENDS(handles, capture_fails_when_captured_call_ignores_##name,                     \
+                     refusal_in_the_captured_call_##name)
 
 REFUSAL_TESTS(a_bad_argument, RF_BAD_ARGUMENT)
 REFUSAL_TESTS(a_refused_free, RF_BAD_FREE)
 REFUSAL_TESTS(a_refused_alloc, RF_ZERO_ALLOC)
-REFUSAL_TESTS(a_launch_inside_the_step, RF_LAUNCH)
-REFUSAL_TESTS(a_graph_destroy_inside_the_step, RF_GRAPH_DESTROY)
-REFUSAL_TESTS(an_engine_destroy_inside_the_step, RF_ENGINE_DESTROY)
-REFUSAL_TESTS(a_synchronize_inside_the_step, RF_SYNCHRONIZE)
+REFUSAL_TESTS(a_launch_inside_the_step, RF_HANDLE_CALL + TU_CALL_GRAPH_LAUNCH)
+REFUSAL_TESTS(a_graph_destroy_inside_the_step, RF_HANDLE_CALL + TU_CALL_GRAPH_DESTROY)
+REFUSAL_TESTS(an_engine_destroy_inside_the_step, RF_HANDLE_CALL + TU_CALL_ENGINE_DESTROY)
+REFUSAL_TESTS(a_synchronize_inside_the_step, RF_HANDLE_CALL + TU_CALL_SYNCHRONIZE)
 REFUSAL_TESTS(a_call_through_a_dead_handle, RF_DEAD_HANDLE)
 
 /* A step may drive another engine too; that engine's refusals are its own business and do not

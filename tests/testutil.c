@@ -455,3 +455,10 @@ MemraStatus tu_gdn_verify_step(MemraEngine *e, void *bound)
     const tu_gdn_bound *bd = bound;
     return memra_gdn_verify(e, &bd->args);
 }
+
+MemraStatus tu_counted_step(MemraEngine *e, void *counted)
+{
+    tu_counted *c = counted;
+    c->calls++;
+    return c->step(e, c->user);
+}

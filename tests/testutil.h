@@ -252,4 +252,15 @@ void tu_gdn_unbind(tu_gdn_bound *bd);
 MemraStatus tu_gdn_program_step(MemraEngine *e, void *bound);
 MemraStatus tu_gdn_verify_step(MemraEngine *e, void *bound);
 
+/* A graph step that counts its calls and runs another: memra_graph_capture(e, tu_counted_step,
+ * &c, &g) calls c.step(e, c.user) as often as it calls the step, and c.calls says how often that
+ * was, so that a test can hold the capture to its two warm-ups and one captured call, and
+ * replays to none. */
+typedef struct tu_counted {
+    MemraStepFn step;
+    void *user;
+    int calls;
+} tu_counted;
+MemraStatus tu_counted_step(MemraEngine *e, void *counted);
+
 #endif /* MEMRA_TESTUTIL_H */

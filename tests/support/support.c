@@ -41,6 +41,35 @@ MemraStatus tu_engine_try(MemraBackend backend, int32_t ordinal, MemraEngine **o
     return memra_engine_create(&opt, out);
 }
 
+MemraStatus tu_call_handles(tu_handle_call c, MemraEngine *e, MemraGraph *g)
+{
+    switch (c) {
+    case TU_CALL_SYNCHRONIZE:
+        return memra_engine_synchronize(e);
+    case TU_CALL_GRAPH_LAUNCH:
+        return memra_graph_launch(e, g);
+    case TU_CALL_GRAPH_DESTROY:
+        return memra_graph_destroy(e, g);
+    case TU_CALL_ENGINE_DESTROY:
+        return memra_engine_destroy(e);
+    default:
+        tu_fail("tu_call_handles: there is no call %d", (int)c);
+    }
+}
+
+const char *tu_handle_call_name(tu_handle_call c)
+{
+    static const char *const names[TU_N_HANDLE_CALLS] = {
+        [TU_CALL_SYNCHRONIZE] = "memra_engine_synchronize",
+        [TU_CALL_GRAPH_LAUNCH] = "memra_graph_launch",
+        [TU_CALL_GRAPH_DESTROY] = "memra_graph_destroy",
+        [TU_CALL_ENGINE_DESTROY] = "memra_engine_destroy",
+    };
+    if ((unsigned)c >= TU_N_HANDLE_CALLS)
+        tu_fail("tu_handle_call_name: there is no call %d", (int)c);
+    return names[c];
+}
+
 uint64_t tu_xorshift64(uint64_t *x)
 {
     *x ^= *x << 13;

@@ -34,6 +34,21 @@ void tu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
  * memra_engine_create's status; `*out` is NULL unless it is OK. */
 MemraStatus tu_engine_try(MemraBackend backend, int32_t ordinal, MemraEngine **out);
 
+/* The entry points that take nothing but an engine and, for the two graph calls, a graph: the
+ * calls a test makes through a handle, or at a moment, that the library must refuse. */
+typedef enum tu_handle_call {
+    TU_CALL_SYNCHRONIZE,    /* memra_engine_synchronize */
+    TU_CALL_GRAPH_LAUNCH,   /* memra_graph_launch */
+    TU_CALL_GRAPH_DESTROY,  /* memra_graph_destroy */
+    TU_CALL_ENGINE_DESTROY, /* memra_engine_destroy, last so that a test may call them in order */
+    TU_N_HANDLE_CALLS
+} tu_handle_call;
+
+/* Makes call `c` with `e` and `g` (which the engine calls do not take) and returns its status. */
+MemraStatus tu_call_handles(tu_handle_call c, MemraEngine *e, MemraGraph *g);
+/* The name of the entry point call `c` makes. */
+const char *tu_handle_call_name(tu_handle_call c);
+
 /* ---- The generator and seeds ---- */
 
 /* One step of the xorshift64 stream `*x` (13, 7, 17): the next state, also stored in `*x`. */

@@ -18,6 +18,9 @@ use std::process::ExitCode;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use memra_engine::{Backend, Engine, VerifyArgs, VerifyMode};
 
+mod inputs;
+use inputs::fill;
+
 const NUM_K: usize = 2;
 const NUM_V: usize = 4;
 const D_STATE: usize = 128;
@@ -31,21 +34,6 @@ const O_LEN: usize = T * NUM_V * D_STATE;
 
 /// How many of each verify's `T` rows the host accepts (1 ..= T).
 const ACCEPTED_PER_STEP: [u32; 6] = [3, 1, 4, 2, 4, 1];
-
-/// Deterministic inputs in [-spread, spread), different for every seed (splitmix64), the same
-/// values as the C example's `fill`.
-fn fill(len: usize, seed: u64, spread: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0xD129_0FA5_54B3_7A1D) ^ 0x5851_F42D_4C95_7F2D;
-    let mut out = Vec::with_capacity(len);
-    for _ in 0..len {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let z = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let z = z ^ (z >> 31);
-        out.push(((z >> 40) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0) * spread);
-    }
-    out
-}
 
 /// FNV-1a over the bits of the values, word by word.
 fn checksum(mut h: u64, v: &[f32]) -> u64 {
@@ -276,12 +264,5 @@ fn run() -> Res<bool> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(err) => {
-            eprintln!("speculative: {}", err);
-            ExitCode::FAILURE
-        }
-    }
+    inputs::exit_code("speculative", run())
 }

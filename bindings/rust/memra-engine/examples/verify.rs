@@ -17,25 +17,16 @@ use std::process::ExitCode;
 
 use memra_engine::{CudaSlice, DevicePtr, Engine};
 
+// The inputs and exit status of the user-facing example crate, which this example shares.
+#[path = "../../../../examples/rust/src/inputs.rs"]
+mod inputs;
+use inputs::fill;
+
 const D_STATE: usize = 128;
 const D_CONV: usize = 4;
 const NUM_K: usize = 16;
 const NUM_V: usize = 32;
 const T: usize = 4;
-
-/// Deterministic values in [-spread, spread), different for every `seed` (splitmix64).
-fn values(len: usize, seed: u64, spread: f32) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0xD129_0FA5_54B3_7A1D) ^ 0x5851_F42D_4C95_7F2D;
-    let mut out = Vec::with_capacity(len);
-    for _ in 0..len {
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let z = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        let z = z ^ (z >> 31);
-        out.push(((z >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * spread);
-    }
-    out
-}
 
 fn addresses(e: &Engine, bufs: &[&CudaSlice<f32>]) -> Vec<u64> {
     let stream = e.stream();
@@ -51,14 +42,14 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let state_words = D_STATE * D_STATE * NUM_V;
     let (eps, scale) = (1e-6f32, 1.0 / (D_STATE as f32).sqrt());
 
-    let w = e.htod(&values(conv_dim * D_CONV, 1, 0.5))?;
-    let dt_bias = e.htod(&values(NUM_V, 2, 0.5))?;
-    let a = e.htod(&values(NUM_V, 3, 1.0))?;
-    let qkv = e.htod(&values(T * conv_dim, 4, 1.0))?;
-    let beta_raw = e.htod(&values(T * NUM_V, 5, 2.0))?;
-    let alpha = e.htod(&values(T * NUM_V, 6, 2.0))?;
-    let ring0 = values(conv_dim * pad, 7, 1.0);
-    let state0 = values(state_words, 8, 0.3);
+    let w = e.htod(&fill(conv_dim * D_CONV, 1, 0.5))?;
+    let dt_bias = e.htod(&fill(NUM_V, 2, 0.5))?;
+    let a = e.htod(&fill(NUM_V, 3, 1.0))?;
+    let qkv = e.htod(&fill(T * conv_dim, 4, 1.0))?;
+    let beta_raw = e.htod(&fill(T * NUM_V, 5, 2.0))?;
+    let alpha = e.htod(&fill(T * NUM_V, 6, 2.0))?;
+    let ring0 = fill(conv_dim * pad, 7, 1.0);
+    let state0 = fill(state_words, 8, 0.3);
 
     // Per-row chain: T launches of each kernel, snapshots read back after every row.
     let ring = e.htod(&ring0)?;
@@ -164,12 +155,5 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(err) => {
-            eprintln!("verify: {}", err);
-            ExitCode::FAILURE
-        }
-    }
+    inputs::exit_code("verify", run())
 }
