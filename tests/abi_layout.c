@@ -86,7 +86,7 @@ PIN_TYPE(FIELD(MemraEngineOptions, device_ordinal), int32_t);
 PIN_TYPE(FIELD(MemraEngineOptions, stream), void *);
 PIN_TYPE(FIELD(MemraEngineOptions, flags), uint64_t);
 
-/* The four slices: {ptr, len}, passed by value, never extended. Each has the same layout: a
+/* The six slices: {ptr, len}, passed by value, never extended. Each has the same layout: a
  * pointer of its element type at 0 and the element count at 8. */
 #define PIN_SLICE(type, ptr_type)                                                                  \
     PIN(sizeof(type) == 16);                                                                       \
@@ -100,6 +100,8 @@ PIN_SLICE(MemraSliceF32, const float *);
 PIN_SLICE(MemraSliceMutF32, float *);
 PIN_SLICE(MemraSliceU64, const uint64_t *);
 PIN_SLICE(MemraSliceMutU64, uint64_t *);
+PIN_SLICE(MemraSliceU32, const uint32_t *);
+PIN_SLICE(MemraSliceMutU32, uint32_t *);
 
 /* The graph step callback. */
 PIN_TYPE((MemraStepFn)0, MemraStatus (*)(MemraEngine *, void *));
