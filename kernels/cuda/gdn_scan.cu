@@ -2,12 +2,14 @@
  * CUDA kernel: the GDN recurrent scan, head dim 128, t rows of b_n sequences with the state kept
  * in registers across the rows (docs/arithmetic.md, "Scan"). One kernel serves the per-row op
  * (t == 1, in/out tables with stride 1, in == out allowed) and the packed op (t rows, stride-3
- * table, optional snapshots). Every row of every call goes through the same per-row function,
- * scan_row_step, whose rounding is pinned operation by operation (see there), inside a row loop
- * that is not unrolled; so per-row chains and packed calls are bit-identical by construction.
- * The kernel has four instantiations: 16-byte or 4-byte accesses (VEC), and one or two rows of
- * inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for packed calls; see
- * launch_scan). They differ in where values are loaded from and when, never in arithmetic.
+ * table, optional snapshots); the SNAPSHOTS verify (gdn_verify.cu) runs the packed form on its
+ * prologue's rows, whose q and k hold one head per key head (qk_heads). Every row of every call
+ * goes through the same per-row function, scan_row_step, whose rounding is pinned operation by
+ * operation (see there), inside a row loop that is not unrolled; so per-row chains and packed calls
+ * are bit-identical by construction. The kernel has four instantiations: 16-byte or 4-byte accesses
+ * (VEC), and one or two rows of inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for
+ * packed calls; see launch_scan). They differ in where values are loaded from and when, never in
+ * arithmetic.
  *
  * Thread mapping. The contract describes one column of one head as 32 "lanes": lane L owns the
  * state rows i = r*32 + L (r = 0..3), accumulates its partial dot products over r, and the 32
