@@ -211,7 +211,10 @@ enum {
 #define MEMRA__HD
 #endif
 
-/* The q and k head that value head h of a scan reads (memra__scan_args::qk_heads). */
+/* Grouped-query attention: the q and k head that value head h reads among qk_heads of them
+ * (num_k for the normalisation and the verify's rows, num_v where q and k are already per value
+ * head, memra__scan_args::qk_heads): h / (num_v / qk_heads) in the grouped order, h % qk_heads in
+ * the tiled one. Both preps and both backends' 1.0 scans take it from here. */
 static inline MEMRA__HD size_t memra__qk_head(size_t h, size_t num_v, size_t qk_heads, int grouped)
 {
     return grouped ? h / (num_v / qk_heads) : h % qk_heads;

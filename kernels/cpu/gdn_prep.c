@@ -37,9 +37,7 @@ void memra__cpu_gdn_prep(const memra__prep_args *args)
     for (size_t row = 0; row < args->rows; row++) {
         const float *x = args->conv_out + row * args->conv_dim;
         for (size_t vh = 0; vh < num_v; vh++) {
-            /* GQA: value head vh reads key head vh % num_k (tiled), or vh / (num_v / num_k)
-             * (grouped). */
-            const size_t kh = args->grouped ? vh / (num_v / num_k) : vh % num_k;
+            const size_t kh = memra__qk_head(vh, num_v, num_k, args->grouped);
             const size_t head = row * num_v + vh;
             float *v_g = args->v_g + head * MEMRA__S;
 

@@ -39,6 +39,7 @@ void memra__cpu_gdn_scan(const memra__scan_args *args)
         float *snap = args->snap ? args->snap + b * (t - 1) * state_words : NULL;
 
         for (size_t h = 0; h < num_v; h++) {
+            const size_t qkh = memra__qk_head(h, num_v, args->qk_heads, args->grouped);
             for (size_t c = 0; c < MEMRA__S; c++) {
                 const size_t col = h * head_words + c * MEMRA__S;
                 float s[MEMRA__S];
@@ -46,8 +47,7 @@ void memra__cpu_gdn_scan(const memra__scan_args *args)
 
                 for (size_t r = 0; r < t; r++) {
                     const size_t head = (b * t + r) * num_v + h;
-                    const size_t qk = (b * t + r) * args->qk_heads +
-                                      memra__qk_head(h, num_v, args->qk_heads, args->grouped);
+                    const size_t qk = (b * t + r) * args->qk_heads + qkh;
                     const float *q = args->q + qk * MEMRA__S;
                     const float *k = args->k + qk * MEMRA__S;
                     const float v = args->v[head * MEMRA__S + c];

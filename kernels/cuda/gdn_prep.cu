@@ -38,8 +38,7 @@ __global__ void __launch_bounds__(PREP_THREADS)
         return;
     const size_t row = head / num_v;
     const size_t vh = head % num_v;
-    /* GQA: value head vh reads key head vh % num_k (tiled) or vh / (num_v / num_k) (grouped). */
-    const size_t kh = grouped ? vh / (num_v / num_k) : vh % num_k;
+    const size_t kh = memra__qk_head(vh, num_v, num_k, grouped);
 
     /* Every load first, so the warp has all of them in flight at once. */
     const float *xrow = conv_out + row * conv_dim;
