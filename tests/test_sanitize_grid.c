@@ -20,7 +20,10 @@
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
  *   count, the wide one otherwise; 8 rows staged at a time when t <= 8, 16 otherwise (a commit has
  *   t = 0); OUT FINAL for FINAL_ONLY (and SNAPSHOTS at t = 1), JOURNAL for a JOURNAL verify and
- *   for a commit.                                                 -> `verify_scan`, `journal`
+ *   for a commit; MINB, the blocks per multiprocessor its registers are bounded for, 4 for the
+ *   wide shape (8 for the narrow one) except a wide JOURNAL scan staging 16 rows (3), or staging
+ *   8 rows on a grid of more than 3 blocks per multiprocessor twice over (b_n * num_v * 2 above
+ *   6 times the multiprocessor count: 3).                         -> `verify_scan`, `journal`
  * - gdn_prep_kernel (every test's per-row program), gdn_rollback_kernel (`verify_scan`) and
  *   state_copy_kernel (`copies`: its 16-byte and 4-byte paths, picked per copy by alignment).
  *
@@ -30,7 +33,9 @@
  * count of any GPU with up to 160 multiprocessors, the H200's 132 and the B200's 148 among them).
  * The 8-row staging takes t = 3 (odd, so the final state goes to the alternate buffer); the
  * 16-row staging t = 9 (the smallest t that selects it) when wide, and t = 17 when narrow, where
- * it is cheap enough to also cross from one staged chunk to the next.
+ * it is cheap enough to also cross from one staged chunk to the next. The wide JOURNAL scan
+ * bounded to 3 blocks takes b_n = 128 (1024 blocks: above 6 per multiprocessor on any GPU with
+ * up to 170 multiprocessors) with t = 1 and 2, so that its grid stays cheap to sanitize.
  */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -48,6 +53,7 @@
 #define KG_NUM_V ((size_t)4)
 #define KG_NARROW_B ((size_t)2)
 #define KG_WIDE_B ((size_t)20)
+#define KG_WIDE3_B ((size_t)128)
 #define KG_T8 ((size_t)3)
 #define KG_T16_WIDE ((size_t)9)
 #define KG_T16_NARROW ((size_t)17)
@@ -460,15 +466,17 @@ TU_PARAM_TEST_BACKENDS(kg_scan_case, TU_PARAMS(kg_scan_case, kg_scan_cases), ker
 /* ---- The journal: JOURNAL verifies of 8 and 16 staged rows, the commit ---- */
 
 typedef struct kg_journal_case {
-    /* The sequences, the rows of the first verify (8 staged) and of the second (16 staged). */
+    /* The sequences, the rows of the first verify and of the second (16 staged when above 8). */
     size_t b, t1, t2;
 } kg_journal_case;
 
-/* Narrow and wide. The commit (t = 0, 8 rows staged) folds up to t2 rows: two chunks (wide) or
+/* Narrow and wide, then wide on a grid that bounds its 8-row scan to 3 blocks per
+ * multiprocessor. The commit (t = 0, 8 rows staged) folds up to t2 rows: two chunks (wide) or
  * three (narrow). */
 static const kg_journal_case kg_journal_cases[] = {
     {KG_NARROW_B, KG_T8, KG_T16_NARROW},
     {KG_WIDE_B, KG_T8, KG_T16_WIDE},
+    {KG_WIDE3_B, 1, 2},
 };
 
 /* The count of sequence s out of t rows: t - s % (t + 1), so that the sequences take every count

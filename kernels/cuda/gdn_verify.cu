@@ -353,25 +353,35 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stre
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
  * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
- * took 79.6 us instead of 68.7 on an H200), except the wide journal scan staging 16 rows, which
- * spills 120 bytes under that bound and runs faster with 3 blocks and no spill (ornith JOURNAL
- * verify, T = 16: 213.1 against 180.0 us at B = 32, 73.5 against 63.0 at B = 8; with 8 rows the
- * bound of 3 lost at B = 8, 40.6 against 37.9, since 512 blocks then need two waves); and the
- * narrow shape, whose launches are too few to fill the device and so latency-bound, with the
- * next row's kv beside this row's at. */
+ * took 79.6 us instead of 68.7 on an H200), except the wide journal scans on large grids. Under
+ * the bound of 4 they spill (120 bytes: the journal's offsets beside the state), bounded to
+ * 3 they do not; 3 blocks win once the grid needs more than two waves of them anyway, and lose
+ * below that, where 4 blocks need fewer waves (ornith JOURNAL verify, H200: T = 16, 180.0 us
+ * against 213.1 at B = 32, 63.0 against 73.5 at B = 8; T = 8, 114.4 against 116.5 at B = 32 and
+ * the commit 53.8 against 54.7, but 40.6 against 37.9 at B = 8, whose 512 blocks fit one wave of
+ * 4 per multiprocessor and need two of 3). The wide journal scan staging 16 rows was faster at 3
+ * at both sizes measured, so it always takes 3. The narrow shape, whose launches are too few to
+ * fill the device and so latency-bound, computes the next row's kv beside this row's at. */
 template <class C, int OUT>
-static int launch_vscan_out(const memra__scan_job &job, size_t b_n, void *stream)
+static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
-    constexpr int minb = OUT == SCAN_JOURNAL && C::NC == 2 && C::TC == 16 ? 3 : 512 / C::NT;
-    return launch_vscan_out_x<C, OUT, C::NC == 1, minb>(job, b_n, stream);
+    if constexpr (OUT == SCAN_JOURNAL && C::NC == 2 && C::TC == 16) {
+        return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, stream);
+    } else if constexpr (OUT == SCAN_JOURNAL && C::NC == 2) {
+        if (b_n * job.num_v * C::BPH > 2 * 3 * (size_t)sms)
+            return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, stream);
+        return launch_vscan_out_x<C, OUT, false, 4>(job, b_n, stream);
+    } else {
+        return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, stream);
+    }
 }
 
 /* The scan's flavour: the journal's, or the final state alone. */
 template <class C>
-static int launch_vscan(const memra__scan_job &job, size_t b_n, bool journal, void *stream)
+static int launch_vscan(const memra__scan_job &job, size_t b_n, bool journal, int sms, void *stream)
 {
-    return journal ? launch_vscan_out<C, SCAN_JOURNAL>(job, b_n, stream)
-                   : launch_vscan_out<C, SCAN_FINAL>(job, b_n, stream);
+    return journal ? launch_vscan_out<C, SCAN_JOURNAL>(job, b_n, sms, stream)
+                   : launch_vscan_out<C, SCAN_FINAL>(job, b_n, sms, stream);
 }
 
 template <int DCONV> static int launch_prologue(const memra__verify_args *a, void *stream)
@@ -461,10 +471,10 @@ static int launch_verify(const memra__verify_args *a, void *stream)
         return (int)e;
     const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
     if (a->t <= 8)
-        return narrow ? launch_vscan<vscan_narrow8>(job, a->b_n, journal, stream)
-                      : launch_vscan<vscan_wide8>(job, a->b_n, journal, stream);
-    return narrow ? launch_vscan<vscan_narrow16>(job, a->b_n, journal, stream)
-                  : launch_vscan<vscan_wide16>(job, a->b_n, journal, stream);
+        return narrow ? launch_vscan<vscan_narrow8>(job, a->b_n, journal, sms, stream)
+                      : launch_vscan<vscan_wide8>(job, a->b_n, journal, sms, stream);
+    return narrow ? launch_vscan<vscan_narrow16>(job, a->b_n, journal, sms, stream)
+                  : launch_vscan<vscan_wide16>(job, a->b_n, journal, sms, stream);
 }
 
 /*
