@@ -189,6 +189,34 @@ static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
 }
 
 /*
+ * The state update of this thread's NC columns, s = fma(gd, s, k * delta), with the row's k read
+ * again from its staging row four words at a time. The loads are volatile so that ptxas cannot
+ * merge them with the kv's load of the same words: that would keep all 32 of them live across
+ * the kv reduction beside the 64 state registers, which under the wide shape's bound of 128 made
+ * the JOURNAL instantiation spill (120 bytes, in the fold and in the row loop). The same
+ * operations on the same values, in an order that only differs between independent elements.
+ */
+template <int NC>
+static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32], const float *sk,
+                                                              unsigned j, const float (&delta)[NC],
+                                                              float gd)
+{
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const unsigned a = (unsigned)__cvta_generic_to_shared(sk + SCAN_KRUN * j + 4 * q);
+        float x[4];
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                     : "r"(a));
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int n = 0; n < NC; n++)
+                s[n][4 * q + u] = __fmaf_rn(gd, s[n][4 * q + u], __fmul_rn(x[u], delta[n]));
+    }
+}
+
+/*
  * One row of this thread's NC columns (docs/arithmetic.md, "Scan"): kv, delta, the state update
  * and at, with the row's k and q staged at sk and sq, v[n] the row's v of column n, gd =
  * expf(g_log) and bt = beta. The operations are written with explicit rounding intrinsics in
@@ -208,12 +236,9 @@ memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const floa
     for (int n = 0; n < NC; n++)
         kv[n] = memra__column_dot(s[n], kk);
 #pragma unroll
-    for (int n = 0; n < NC; n++) {
+    for (int n = 0; n < NC; n++)
         delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
-    }
+    memra__update_streamed<NC>(s, sk, j, delta, gd);
     float qq[32];
     load_kq(qq, sq, j);
 #pragma unroll
@@ -271,13 +296,7 @@ template <int NC>
 static __device__ __forceinline__ void
 memra__fold_row(float (&s)[NC][32], const float *sk, const float (&delta)[NC], float gd, unsigned j)
 {
-    float kk[32];
-    load_kq(kk, sk, j);
-#pragma unroll
-    for (int n = 0; n < NC; n++)
-#pragma unroll
-        for (int e = 0; e < 32; e++)
-            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
+    memra__update_streamed<NC>(s, sk, j, delta, gd);
 }
 
 /* The block's state columns from global memory (column c of the block at src + c * S) into the
