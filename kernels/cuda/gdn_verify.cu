@@ -354,14 +354,14 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stre
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
  * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
  * took 79.6 us instead of 68.7 on an H200), except the wide journal scans on large grids. Under
- * the bound of 4 they spill (the journal's offsets beside the state: 24 bytes at 8 staged
- * rows), bounded to 3 they do not; 3 blocks win once the grid needs more than two waves of them
- * anyway, and lose below that, where 4 blocks need fewer waves (ornith JOURNAL verify, H200: T =
- * 16, 180.0 us against 213.1 at B = 32, 63.0 against 73.5 at B = 8; T = 8, 114.4 against 116.5 at B
- * = 32 and the commit 53.8 against 54.7, but 40.6 against 37.9 at B = 8, whose 512 blocks fit one
- * wave of 4 per multiprocessor and need two of 3). The wide journal scan staging 16 rows was faster
- * at 3 at both sizes measured, so it always takes 3. The narrow shape, whose launches are too few
- * to fill the device and so latency-bound, computes the next row's kv beside this row's at. */
+ * the bound of 4 they spill (24 bytes at 8 staged rows), bounded to 3 they do not; 3 blocks
+ * win once the grid needs more than two waves of them anyway, and lose below that, where 4
+ * blocks need fewer waves. Ornith JOURNAL verify on an H200: T = 16, 180.0 us against
+ * 213.1 at B = 32 and 63.0 against 73.5 at B = 8; T = 8, 114.4 against 116.5 at B = 32 (the
+ * commit 53.8 against 54.7), but 40.6 against 37.9 at B = 8, whose 512 blocks fit one wave of 4
+ * per multiprocessor and need two of 3. The 16-row scan was faster at 3 at both sizes measured,
+ * so it always takes 3. The narrow shape, whose launches are too few to fill the device and so
+ * latency-bound, computes the next row's kv beside this row's at. */
 template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
