@@ -346,9 +346,19 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stre
         memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(C::SMEM);
     if (err != cudaSuccess)
         return (int)err;
+    /* The blocks resident at once, for the scan's L2 prefetch of the next wave's states. */
+    int per_sm = 0, sms = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, C::NT, C::SMEM);
+    if (e == cudaSuccess)
+        e = memra__device_sms(&sms);
+    if (e != cudaSuccess)
+        return (int)e;
+    memra__scan_job j = job;
+    j.resident = (size_t)per_sm * (size_t)sms;
     const dim3 grid((unsigned)(b_n * job.num_v * C::BPH));
     return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, grid, dim3(C::NT),
-                              C::SMEM, stream, job);
+                              C::SMEM, stream, j);
 }
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
