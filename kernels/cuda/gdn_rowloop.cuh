@@ -56,6 +56,9 @@ template <int NC_, int COLS_, int TC_> struct scan_cfg {
     static constexpr int TILE = COLS * SCAN_SST;
     static constexpr int FLOATS = TILE + 2 * TC * SCAN_KST + TC * COLS + 2 * TC;
     static constexpr size_t SMEM = (size_t)FLOATS * sizeof(float);
+    /* A journal scan's fold staging beside that: TC journal rows of k, deltas and gd. */
+    static constexpr int FOLD_FLOATS = TC * SCAN_KST + TC * COLS + TC;
+    static constexpr size_t SMEM_JOURNAL = (size_t)(FLOATS + FOLD_FLOATS) * sizeof(float);
     static_assert(G % 8 == 0, "a warp holds 8 whole groups of every column set");
     static_assert(TC % 4 == 0, "16-byte aligned staging rows");
 };
@@ -217,6 +220,41 @@ static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32]
 }
 
 /*
+ * The dot products of this thread's NC columns with a staged k or q row, the row read four words
+ * at a time as the fma chains need them (volatile loads, as in memra__update_streamed, so that
+ * ptxas does not hold the whole row live beside the state). Words 4w .. 4w + 3 of the thread's
+ * run are its elements e = 4w + u, i.e. lane m = e % 8 at step r = e / 8: each lane's chain still
+ * runs over r = 0..3 in order from 0.0f, the same operations as memra__column_dot.
+ */
+template <int NC>
+static __device__ __forceinline__ void
+memra__dot_streamed(const float (&s)[NC][32], const float *row, unsigned j, float (&out)[NC])
+{
+    float p[NC][8];
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            p[n][m] = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; w++) {
+        const unsigned a = (unsigned)__cvta_generic_to_shared(row + SCAN_KRUN * j + 4 * w);
+        float x[4];
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                     : "r"(a));
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+#pragma unroll
+            for (int n = 0; n < NC; n++)
+                p[n][(4 * w + u) % 8] = __fmaf_rn(s[n][4 * w + u], x[u], p[n][(4 * w + u) % 8]);
+    }
+#pragma unroll
+    for (int n = 0; n < NC; n++)
+        out[n] = memra__reduce8(p[n]);
+}
+
+/*
  * One row of this thread's NC columns (docs/arithmetic.md, "Scan"): kv, delta, the state update
  * and at, with the row's k and q staged at sk and sq, v[n] the row's v of column n, gd =
  * expf(g_log) and bt = beta. The operations are written with explicit rounding intrinsics in
@@ -229,21 +267,13 @@ static __device__ __forceinline__ void
 memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const float (&v)[NC],
                 float gd, float bt, unsigned j, float (&at)[NC], float (&delta)[NC])
 {
-    float kk[32];
-    load_kq(kk, sk, j);
     float kv[NC];
-#pragma unroll
-    for (int n = 0; n < NC; n++)
-        kv[n] = memra__column_dot(s[n], kk);
+    memra__dot_streamed<NC>(s, sk, j, kv);
 #pragma unroll
     for (int n = 0; n < NC; n++)
         delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
     memra__update_streamed<NC>(s, sk, j, delta, gd);
-    float qq[32];
-    load_kq(qq, sq, j);
-#pragma unroll
-    for (int n = 0; n < NC; n++)
-        at[n] = memra__column_dot(s[n], qq);
+    memra__dot_streamed<NC>(s, sq, j, at);
 }
 
 /*
@@ -401,12 +431,15 @@ extern __shared__ __align__(16) float memra__scan_smem[];
  * be shared-memory addresses (32-bit, LDS/STS) rather than generic ones. */
 template <class C> struct scan_smem {
     float *tile, *k, *q, *v, *gd, *bt;
+    float *fk, *fd, *fg; /* the fold's (journal scans only) */
     __device__ __forceinline__ scan_smem()
         : tile(memra__scan_smem), k(memra__scan_smem + C::TILE),
           q(memra__scan_smem + C::TILE + C::TC * SCAN_KST),
           v(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST),
           gd(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS),
-          bt(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS + C::TC)
+          bt(memra__scan_smem + C::TILE + 2 * C::TC * SCAN_KST + C::TC * C::COLS + C::TC),
+          fk(memra__scan_smem + C::FLOATS), fd(memra__scan_smem + C::FLOATS + C::TC * SCAN_KST),
+          fg(memra__scan_smem + C::FLOATS + C::TC * SCAN_KST + C::TC * C::COLS)
     {
     }
 };
@@ -445,9 +478,9 @@ struct scan_pos {
     size_t b, h, qkh, c0, off;
 };
 
-/* Stages new rows r0 .. r0 + nr - 1 (their k, q, v, gd and beta) and waits for them (and for
- * every copy issued before, the state tile among them). */
-template <class C>
+/* Stages new rows r0 .. r0 + nr - 1 (their k, q, v, gd and beta) and, when WAIT, waits for them
+ * (and for every copy issued before, the state tile among them). */
+template <class C, bool WAIT = true>
 static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, const scan_pos &p,
                                                   const scan_smem<C> &sm, size_t r0, int nr)
 {
@@ -466,8 +499,29 @@ static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, cons
         sm.gd[threadIdx.x] = expf(a.g_log[hr]);
         sm.bt[threadIdx.x] = a.beta[hr];
     }
-    memra__cp_wait_all();
-    __syncthreads();
+    if (WAIT) {
+        memra__cp_wait_all();
+        __syncthreads();
+    }
+}
+
+/* Journal rows r0 .. r0 + nr - 1 of slot `half` (their k, this block's deltas and the head's gd)
+ * into the fold's staging, without waiting. */
+template <class C>
+static __device__ __forceinline__ void stage_fold(const memra__scan_job &a, const scan_pos &p,
+                                                  const scan_smem<C> &sm, const float *jr,
+                                                  uint32_t half, uint32_t r0, int nr)
+{
+    const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, a.num_v, a.num_k);
+    const size_t jk = a.conv_dim, jd = jk + a.num_k * MEMRA__S, jg = jd + a.num_v * MEMRA__S;
+    const bool jvec = ((uintptr_t)jr & 15u) == 0;
+    for (int rr = 0; rr < nr; rr++) {
+        const float *src = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + rr) + half) * jrow;
+        stage_kq_perm<C::NT>(sm.fk + rr * SCAN_KST, src + jk + p.qkh * MEMRA__S, jvec);
+        stage_run<C::NT>(sm.fd + rr * C::COLS, src + jd + p.h * MEMRA__S + p.c0, C::COLS, jvec);
+        if (threadIdx.x == 0)
+            memra__cp4(sm.fg + rr, src + jg + p.h);
+    }
 }
 
 /*
@@ -511,59 +565,64 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
 
     /* JOURNAL: n accepted rows to fold from slot `half`, the new rows go to slot 1 - half. */
     float *jr = nullptr;
-    uint32_t half = 0;
+    uint32_t half = 0, n = 0;
     const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, a.num_k);
-    const size_t jk = a.conv_dim, jd = jk + a.num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
+    const size_t jd = a.conv_dim + a.num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
+    /* Where row 0's deltas of this thread's columns and the head's gd go (slot 1 - half); row r
+     * is 2 r journal rows further. */
+    float *jdelta = nullptr, *jgd = nullptr;
     if (OUT == SCAN_JOURNAL) {
-        const uint32_t n = a.seq_info[3 * b];
+        n = a.seq_info[3 * b];
         half = a.seq_info[3 * b + 1];
         if (half == SCAN_REFUSED) {
             memra__cp_wait_all();
             return;
         }
         jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
-        const bool jvec = ((uintptr_t)jr & 15u) == 0;
+        float *const j0 = jr + MEMRA__JOURNAL_HEADER + (1 - half) * jrow;
+        jdelta = j0 + jd + p.h * MEMRA__S + p.c0 + grp;
+        jgd = j0 + jg + p.h;
+    }
+    /* The first chunk of the fold's journal rows and of the new rows are staged together, so
+     * that one wait covers them and the state tile. */
+    const int nf0 = (int)(n < (uint32_t)C::TC ? n : (uint32_t)C::TC);
+    if (OUT == SCAN_JOURNAL && nf0 > 0)
+        stage_fold<C>(a, p, sm, jr, half, 0, nf0);
+    const int nr0 = (int)(t < (size_t)C::TC ? t : (size_t)C::TC);
+    stage_rows<C, false>(a, p, sm, 0, nr0);
+    memra__cp_wait_all();
+    __syncthreads();
+    take_tile<C>(s, sm, a, grp, j);
+
+    if (OUT == SCAN_JOURNAL && n > 0) {
         /* The fold, TC journal rows at a time: each `s = fma(gd, s, k * delta)` with the k,
          * delta and gd the verify that wrote the row recorded. */
         for (uint32_t r0 = 0; r0 < n; r0 += C::TC) {
             const int nr = (int)(n - r0 < (uint32_t)C::TC ? n - r0 : (uint32_t)C::TC);
-            if (r0 > 0)
+            if (r0 > 0) {
                 __syncthreads();
-            for (int rr = 0; rr < nr; rr++) {
-                const float *src =
-                    jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + rr) + half) * jrow;
-                stage_kq_perm<C::NT>(sm.k + rr * SCAN_KST, src + jk + p.qkh * MEMRA__S, jvec);
-                stage_run<C::NT>(sm.v + rr * C::COLS, src + jd + p.h * MEMRA__S + p.c0, C::COLS,
-                                 jvec);
-                if (tid == 0)
-                    memra__cp4(sm.gd + rr, src + jg + p.h);
+                stage_fold<C>(a, p, sm, jr, half, r0, nr);
+                memra__cp_wait_all();
+                __syncthreads();
             }
-            memra__cp_wait_all();
-            __syncthreads();
-            if (r0 == 0)
-                take_tile<C>(s, sm, a, grp, j);
 #pragma unroll 1
             for (int rr = 0; rr < nr; rr++) {
                 float d[C::NC];
 #pragma unroll
                 for (int nn = 0; nn < C::NC; nn++)
-                    d[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
-                memra__fold_row<C::NC>(s, sm.k + rr * SCAN_KST, d, sm.gd[rr], j);
+                    d[nn] = sm.fd[rr * C::COLS + nn * C::G + grp];
+                memra__fold_row<C::NC>(s, sm.fk + rr * SCAN_KST, d, sm.fg[rr], j);
             }
         }
-        if (n > 0) {
-            regs_store<C>(sout, sm.tile, s, grp, j, svec);
-            __syncthreads(); /* the staging buffers are rewritten below */
-        }
+        regs_store<C>(sout, sm.tile, s, grp, j, svec);
     }
 
     for (size_t r0 = 0; r0 < t; r0 += C::TC) {
         const int nr = (int)(t - r0 < (size_t)C::TC ? t - r0 : C::TC);
-        if (r0 > 0)
+        if (r0 > 0) {
             __syncthreads(); /* the previous chunk's staging has been read */
-        stage_rows<C>(a, p, sm, r0, nr);
-        if (r0 == 0 && !(OUT == SCAN_JOURNAL && a.seq_info[3 * b] > 0))
-            take_tile<C>(s, sm, a, grp, j);
+            stage_rows<C>(a, p, sm, r0, nr);
+        }
 
         float kv[C::NC];
         if (PIPE) {
@@ -592,13 +651,12 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                 if (j == (unsigned)nn)
                     op[nn * C::G] = __fmul_rn(at[nn], a.scale);
             if (OUT == SCAN_JOURNAL) {
-                float *jn = jr + MEMRA__JOURNAL_HEADER + (2 * r + 1 - half) * jrow;
 #pragma unroll
                 for (int nn = 0; nn < C::NC; nn++)
                     if (j == (unsigned)nn)
-                        jn[jd + p.h * MEMRA__S + p.c0 + nn * C::G + grp] = delta[nn];
+                        jdelta[2 * r * jrow + nn * C::G] = delta[nn];
                 if (cb == 0 && tid == 0)
-                    jn[jg + p.h] = sm.gd[rr];
+                    jgd[2 * r * jrow] = sm.gd[rr];
             }
             op += row_step;
         }

@@ -342,14 +342,15 @@ __global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memr
 template <class C, int OUT, bool PIPE, int MINB>
 static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stream)
 {
+    constexpr size_t smem = OUT == SCAN_JOURNAL ? C::SMEM_JOURNAL : C::SMEM;
     const cudaError_t err =
-        memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(C::SMEM);
+        memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(smem);
     if (err != cudaSuccess)
         return (int)err;
     /* The blocks resident at once, for the scan's L2 prefetch of the next wave's states. */
     int per_sm = 0, sms = 0;
     cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, C::NT, C::SMEM);
+        &per_sm, gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, C::NT, smem);
     if (e == cudaSuccess)
         e = memra__device_sms(&sms);
     if (e != cudaSuccess)
@@ -357,8 +358,8 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stre
     memra__scan_job j = job;
     j.resident = (size_t)per_sm * (size_t)sms;
     const dim3 grid((unsigned)(b_n * job.num_v * C::BPH));
-    return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, grid, dim3(C::NT),
-                              C::SMEM, stream, j);
+    return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, grid, dim3(C::NT), smem,
+                              stream, j);
 }
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
