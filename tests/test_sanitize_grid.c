@@ -12,9 +12,10 @@
  * followed here; the coverage step names any kernel the grid no longer reaches):
  * - ssm_conv1d_kernel<D> (the 1.0 conv) and gdn_prologue_kernel<D> (the verify's first kernel):
  *   D = d_conv, 1 to 8 (memra__with_d_conv).                                  -> test `widths`
- * - gdn_scan_kernel<VEC, AHEAD> (the 1.0 scan, also the scan of a SNAPSHOTS verify of t >= 2):
- *   AHEAD 1 for t = 1 (the per-row scan), 2 for t >= 2 (the packed scan); VEC when q, k and the
- *   snapshots are 16-byte aligned.
+ * - gdn_scan_kernel<VEC, AHEAD, MAP> (the 1.0 scan, also the scan of a SNAPSHOTS verify of
+ *   t >= 2): AHEAD 1 for t = 1 (the per-row scan), 2 for t >= 2 (the packed scan); VEC when q, k
+ *   and the snapshots are 16-byte aligned; MAP (with AHEAD 2) when q and k hold one head per key
+ *   head, as the SNAPSHOTS verify's do (num_k below num_v).
  *                                                            -> `scan_alignment`, `widths`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
@@ -337,8 +338,9 @@ TU_TEST_BACKENDS(kernel_grid, widths, kg_widths)
 
 /* q and k one word past 16-byte alignment: the per-row scan (t = 1) and the packed scan
  * (t = 3) take their 4-byte instantiations, and must compute what the 16-byte ones computed (the
- * per-row program with aligned buffers, the reference). b_n = 2, the smallest batch that still has
- * a second sequence whose rows follow another's. */
+ * per-row program with aligned buffers, the reference); so must a SNAPSHOTS verify whose
+ * snapshots sit one word past it (the packed scan with q and k per key head). b_n = 2, the
+ * smallest batch that still has a second sequence whose rows follow another's. */
 static void kg_scan_alignment(MemraBackend backend)
 {
     kg_problem p;
@@ -383,6 +385,27 @@ static void kg_scan_alignment(MemraBackend backend)
     p.bd.args = aligned;
     tu_gdn_outputs_free(&got);
     tu_gdn_outputs_free(&ref);
+
+    /* The SNAPSHOTS verify with its state snapshots one word into a larger buffer. */
+    const size_t slen = tu_gdn_tensor_len(sh, t, b, TU_GDN_SNAP_SSM);
+    MemraSliceMutF32 sbuf = tu_poisoned(p.e, slen + 1);
+    tu_gdn_rebind_inputs(&p.bd, &p.in);
+    p.bd.args.snap_ssm = tu_sub_mut(sbuf, 1, slen);
+    TU_OK(tu_gdn_verify_step(p.e, &p.bd));
+    TU_OK(memra_engine_synchronize(p.e));
+    tu_gdn_outputs_make(sh, t, b, &got);
+    tu_gdn_collect(&p.bd, &got);
+    tu_download_into(p.e, tu_view(p.bd.args.snap_ssm), got.t[TU_GDN_SNAP_SSM]);
+    kg_expected(sh, &p.ref, &p.in, true, &ref);
+    kg_expect_outputs(&got, &ref, p.desc, "a SNAPSHOTS verify with its snapshots misaligned");
+    left = tu_download(p.e, p.bd.out[TU_GDN_SNAP_SSM]);
+    tu_expect_poison(left, slen, "%s: the aligned snapshots the misaligned verify did not name",
+                     p.desc);
+    free(left);
+    p.bd.args = aligned;
+    tu_gdn_outputs_free(&got);
+    tu_gdn_outputs_free(&ref);
+    tu_free(p.e, sbuf.ptr);
     tu_free(p.e, buf[0].ptr);
     tu_free(p.e, buf[1].ptr);
     kg_problem_free(&p);

@@ -6,9 +6,10 @@
  * prologue's rows, whose q and k hold one head per key head (qk_heads). Every row of every call
  * goes through the same per-row function, scan_row_step, whose rounding is pinned operation by
  * operation (see there), inside a row loop that is not unrolled; so per-row chains and packed calls
- * are bit-identical by construction. The kernel has four instantiations: 16-byte or 4-byte accesses
- * (VEC), and one or two rows of inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for
- * packed calls; see launch_scan). They differ in where values are loaded from and when, never in
+ * are bit-identical by construction. The kernel has six instantiations: 16-byte or 4-byte accesses
+ * (VEC), one or two rows of inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for
+ * packed calls), and q and k per value head or per key head (MAP: the SNAPSHOTS verify's, always
+ * with AHEAD 2; see launch_scan). They differ in where values are loaded from and when, never in
  * arithmetic.
  *
  * Thread mapping. The contract describes one column of one head as 32 "lanes": lane L owns the
@@ -142,7 +143,7 @@ template <bool VEC, int AHEAD> static __device__ __forceinline__ void scan_rows(
     }
 }
 
-template <bool VEC, int AHEAD>
+template <bool VEC, int AHEAD, bool MAP>
 __global__ void __launch_bounds__(SCAN_THREADS)
     gdn_scan_kernel(const float *__restrict__ q, const float *__restrict__ k,
                     const float *__restrict__ v, const float *__restrict__ g_log,
@@ -179,14 +180,16 @@ __global__ void __launch_bounds__(SCAN_THREADS)
      * are multiples of 128 floats), so their alignment decides for the whole thread. */
     a.state_vec = (((uintptr_t)a.in | (uintptr_t)a.out) & 15u) == 0;
 
-    /* Row 0 of this (sequence, head); every row advances the pointers by num_v heads (q and k
-     * by qk_heads: memra__scan_args). The 1.0 operations' q and k rows are per value head and
-     * take no head mapping: its 64-bit division cost the per-row scan 0.2 us per launch. */
+    /* Row 0 of this (sequence, head); every row advances the pointers by num_v heads (q and k,
+     * when MAP, by qk_heads: memra__scan_args). The 1.0 operations' q and k rows are per value
+     * head and take no head mapping (MAP false): its code, 64-bit divisions and all, is then not
+     * in their kernel, which made their per-row chains 2 to 3 % slower than 1.1.0's (H200,
+     * graph-replayed, B = 1 and 8). */
     const size_t head0 = b * t * num_v + h;
-    const size_t qk0 =
-        qk_heads == num_v ? head0 : b * t * qk_heads + memra__qk_head(h, num_v, qk_heads, grouped);
+    const size_t qk0 = MAP ? b * t * qk_heads + memra__qk_head(h, num_v, qk_heads, grouped) : head0;
+    const size_t qk_row = MAP ? qk_heads : num_v;
     a.row_step = num_v * MEMRA__S;
-    a.qk_step = qk_heads * MEMRA__S;
+    a.qk_step = qk_row * MEMRA__S;
     a.num_v = num_v;
     a.t = t;
     a.scale = scale;
@@ -204,7 +207,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     const unsigned part = threadIdx.x % 16;
     for (size_t row = threadIdx.x / 16; part < SCAN_PREFETCH_LINES && row < t;
          row += SCAN_THREADS / 16) {
-        const size_t hr = head0 + row * num_v, qr = qk0 + row * qk_heads;
+        const size_t hr = head0 + row * num_v, qr = qk0 + row * qk_row;
         const float *p = part < 4    ? k + qr * MEMRA__S + part * MEMRA__LANES
                          : part < 8  ? q + qr * MEMRA__S + (part - 4) * MEMRA__LANES
                          : part == 8 ? v + hr * MEMRA__S + c0
@@ -224,16 +227,20 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * verify at B = 32, T = 8 about 2.4 us faster (three blocks per multiprocessor instead of four,
  * but no row waits for L2), and changed nothing at B = 1. The per-row op (t == 1) has no next
  * row to wait for and keeps AHEAD = 1: with 2, the T = 8 per-row chain took 48.4 us instead of
- * 44.9 (NOTES.md). */
+ * 44.9 (NOTES.md). q and k of one head per key head (qk_heads below num_v: the SNAPSHOTS verify,
+ * t >= 2) take the MAP instantiations, whatever t; every 1.0 operation passes one per value
+ * head. */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
-    decltype(&gdn_scan_kernel<true, 1>) kernel;
-    if (a->t >= 2)
-        kernel = vec ? gdn_scan_kernel<true, 2> : gdn_scan_kernel<false, 2>;
+    decltype(&gdn_scan_kernel<true, 1, false>) kernel;
+    if (a->qk_heads != a->num_v)
+        kernel = vec ? gdn_scan_kernel<true, 2, true> : gdn_scan_kernel<false, 2, true>;
+    else if (a->t >= 2)
+        kernel = vec ? gdn_scan_kernel<true, 2, false> : gdn_scan_kernel<false, 2, false>;
     else
-        kernel = vec ? gdn_scan_kernel<true, 1> : gdn_scan_kernel<false, 1>;
+        kernel = vec ? gdn_scan_kernel<true, 1, false> : gdn_scan_kernel<false, 1, false>;
     return memra__launch(kernel, grid, dim3(SCAN_THREADS), stream, a->q, a->k, a->v, a->g_log,
                          a->beta, a->in_table, a->in_stride, a->out_table, a->out_stride,
                          a->state_in, a->state_out, a->o, a->snap, a->num_v, a->t, a->scale,
