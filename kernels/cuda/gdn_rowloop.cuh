@@ -191,6 +191,17 @@ static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
     return memra__reduce8(p);
 }
 
+/* Four words of a staging row into x by one volatile 16-byte shared-memory load: ptxas keeps it
+ * where the code puts it and does not merge it with another load of the same words, so a row
+ * read this way is live four words at a time (memra__update_streamed, memra__dot_streamed). */
+static __device__ __forceinline__ void memra__lds4_volatile(float (&x)[4], const float *p)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                 : "r"(a));
+}
+
 /*
  * The state update of this thread's NC columns, s = fma(gd, s, k * delta), with the row's k read
  * again from its staging row four words at a time. The loads are volatile so that ptxas cannot
@@ -206,11 +217,8 @@ static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32]
 {
 #pragma unroll
     for (int q = 0; q < 8; q++) {
-        const unsigned a = (unsigned)__cvta_generic_to_shared(sk + SCAN_KRUN * j + 4 * q);
         float x[4];
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                     : "r"(a));
+        memra__lds4_volatile(x, sk + SCAN_KRUN * j + 4 * q);
 #pragma unroll
         for (int u = 0; u < 4; u++)
 #pragma unroll
@@ -238,11 +246,8 @@ memra__dot_streamed(const float (&s)[NC][32], const float *row, unsigned j, floa
             p[n][m] = 0.0f;
 #pragma unroll
     for (int w = 0; w < 8; w++) {
-        const unsigned a = (unsigned)__cvta_generic_to_shared(row + SCAN_KRUN * j + 4 * w);
         float x[4];
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                     : "r"(a));
+        memra__lds4_volatile(x, row + SCAN_KRUN * j + 4 * w);
 #pragma unroll
         for (int u = 0; u < 4; u++)
 #pragma unroll
