@@ -340,7 +340,7 @@ __global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memr
 }
 
 template <class C, int OUT, bool PIPE, int MINB>
-static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stream)
+static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
     constexpr size_t smem = OUT == SCAN_JOURNAL ? C::SMEM_JOURNAL : C::SMEM;
     const cudaError_t err =
@@ -348,11 +348,9 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, void *stre
     if (err != cudaSuccess)
         return (int)err;
     /* The blocks resident at once, for the scan's L2 prefetch of the next wave's states. */
-    int per_sm = 0, sms = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+    int per_sm = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, C::NT, smem);
-    if (e == cudaSuccess)
-        e = memra__device_sms(&sms);
     if (e != cudaSuccess)
         return (int)e;
     memra__scan_job j = job;
@@ -377,13 +375,13 @@ template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
     if constexpr (OUT == SCAN_JOURNAL && C::NC == 2 && C::TC == 16) {
-        return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, stream);
+        return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, sms, stream);
     } else if constexpr (OUT == SCAN_JOURNAL && C::NC == 2) {
         if (b_n * job.num_v * C::BPH > 2 * 3 * (size_t)sms)
-            return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, stream);
-        return launch_vscan_out_x<C, OUT, false, 4>(job, b_n, stream);
+            return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, sms, stream);
+        return launch_vscan_out_x<C, OUT, false, 4>(job, b_n, sms, stream);
     } else {
-        return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, stream);
+        return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, sms, stream);
     }
 }
 
