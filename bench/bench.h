@@ -237,8 +237,10 @@ int bench_work_rep_op(bench_work *w, int op, size_t set);
  * subtracts (JOURNAL mode, accepted counts 0 from a zero-filled buffer), and the two stages of
  * the FINAL_ONLY verify alone (--mode per-op, CUDA only: captured with MEMRA_VERIFY_STAGE set
  * to prologue or scan, so that the verify launches that one kernel; results wrong by design). */
-enum bench_extra { BX_REFILL, BX_PROLOGUE, BX_ROWS, BX_COUNT };
+enum bench_extra { BX_REFILL, BX_PROLOGUE, BX_ROWS, BX_JPROLOGUE, BX_JROWS, BX_COUNT };
 extern const char *const bench_extra_name[BX_COUNT];
+/* The verify variant (enum bench_variant) extra graph x replays, whole or cut to one stage. */
+int bench_extra_variant(int x);
 /* Captures extra graph `x` for every set. */
 int bench_work_capture_extra(bench_work *w, int x);
 int bench_work_rep_extra(bench_work *w, int x, size_t set);

@@ -639,6 +639,8 @@ static const struct per_op_col {
     {"prologue", REP_EXTRA, BX_PROLOGUE, true, true},
     {"row-loop", REP_EXTRA, BX_ROWS, true, true},
     {"journal", REP_VARIANT, BV_JOURNAL, true, false},
+    {"j-prologue", REP_EXTRA, BX_JPROLOGUE, true, true},
+    {"j-row-loop", REP_EXTRA, BX_JROWS, true, true},
 };
 #define PER_OP_COLS (sizeof per_op_cols / sizeof per_op_cols[0])
 
@@ -648,10 +650,10 @@ static int per_op_width(size_t i)
 }
 
 /* Checks (the 1.1 verifies: against the 1.0 packed program, bit for bit) and captures column
- * `k` on every set. The stage columns replay the FINAL_ONLY verify cut down to one kernel:
- * they are timed only where fused-nosnap passed its check (`nosnap_ok`). Returns 0, 1 on a
- * mismatch (in `why`), -1 on a failure (in bench_error). */
-static int per_op_setup(bench_work *w, const struct per_op_col *k, bool nosnap_ok, char *why,
+ * `k` on every set. The stage columns replay the FINAL_ONLY or JOURNAL verify cut down to one
+ * kernel: they are timed only where that verify's column passed its check (`passed`, by enum
+ * bench_variant). Returns 0, 1 on a mismatch (in `why`), -1 on a failure (in bench_error). */
+static int per_op_setup(bench_work *w, const struct per_op_col *k, const bool *passed, char *why,
                         size_t why_len)
 {
     size_t words = 0;
@@ -660,8 +662,9 @@ static int per_op_setup(bench_work *w, const struct per_op_col *k, bool nosnap_o
     case REP_OP:
         return bench_work_capture_op(w, k->which);
     case REP_EXTRA:
-        if (!nosnap_ok) {
-            snprintf(why, why_len, "not timed: fused-nosnap did not pass its check");
+        if (!passed[bench_extra_variant(k->which)]) {
+            snprintf(why, why_len, "not timed: %s did not pass its check",
+                     bench_extra_variant(k->which) == BV_JOURNAL ? "journal" : "fused-nosnap");
             return 1;
         }
         return bench_work_capture_extra(w, k->which);
@@ -693,7 +696,7 @@ static bool run_per_op(bench_env *env, const bench_config *c, size_t *failed)
     char why[sizeof r.failure] = "";
     size_t words = 0;
     int rc = -1;
-    bool faulted = false, nosnap_ok = false;
+    bool faulted = false, passed[BV_COUNT] = {false};
 
     if (!size_config(env, c, &r)) {
         snprintf(why, sizeof why, "%s", r.failure);
@@ -714,14 +717,15 @@ static bool run_per_op(bench_env *env, const bench_config *c, size_t *failed)
         if (faulted || (k->is_11 && !env->with_11) ||
             (k->cuda_only && env->backend != MEMRA_BACKEND_CUDA))
             continue;
-        crc = per_op_setup(w, k, nosnap_ok, col_why[i], sizeof col_why[i]);
+        crc = per_op_setup(w, k, passed, col_why[i], sizeof col_why[i]);
         if (crc == 0 && measure_reps(env, x, &st[i]) != 0)
             crc = -1;
         if (crc < 0)
             snprintf(col_why[i], sizeof col_why[i], "%.390s", bench_error);
         status[i] = crc == 0 ? BS_OK : BS_FAILED;
         if (crc == 0) {
-            nosnap_ok = nosnap_ok || (k->kind == REP_VARIANT && k->which == BV_FUSED_NOSNAP);
+            if (k->kind == REP_VARIANT)
+                passed[k->which] = true;
             continue;
         }
         if (!k->is_11) {
@@ -793,7 +797,8 @@ static int run_per_op_sweep(bench_env *env, options *o)
     printf("packed .. scan-nosnap: the 1.0 packed program and each of its operations alone;\n"
            "fused-nosnap: memra_gdn_verify FINAL_ONLY, o only; prologue, row-loop: its two\n"
            "kernels alone (MEMRA_VERIFY_STAGE, CUDA only, '-' elsewhere); journal: JOURNAL mode,\n"
-           "accepted counts uniform in 1..T in device memory\n");
+           "accepted counts uniform in 1..T in device memory; j-prologue, j-row-loop: its two\n"
+           "kernels alone\n");
     printf("per-op %-7s %4s %4s", "shape", "T", "B");
     for (size_t i = 0; i < PER_OP_COLS; i++) {
         printf(" %*s", per_op_width(i), per_op_cols[i].name);

@@ -31,7 +31,13 @@ const int bench_variant_width[BV_COUNT] = {
 #undef X
 };
 const char *const bench_extra_name[BX_COUNT] = {"refill verify", "verify prologue",
-                                                "verify row loop"};
+                                                "verify row loop", "journal verify prologue",
+                                                "journal verify row loop"};
+
+int bench_extra_variant(int x)
+{
+    return x == BX_PROLOGUE || x == BX_ROWS ? BV_FUSED_NOSNAP : BV_JOURNAL;
+}
 
 int bench_variant_from_key(const char *key)
 {

@@ -804,14 +804,14 @@ static MemraStatus step_op(MemraEngine *e, void *user)
     return enqueue_op(e, x->s, x->v);
 }
 
-/* x->v is the extra graph (enum bench_extra): the refill verify, or the FINAL_ONLY verify that
- * MEMRA_VERIFY_STAGE cuts down to one stage. */
+/* x->v is the extra graph (enum bench_extra): the refill verify, or the FINAL_ONLY or JOURNAL
+ * verify that MEMRA_VERIFY_STAGE cuts down to one stage. */
 static MemraStatus step_extra(MemraEngine *e, void *user)
 {
     const step_ctx *x = user;
     if (x->v == BX_REFILL)
         return enqueue_refill(e, x->w, x->s);
-    return enqueue_11(e, x->w, x->s, BV_FUSED_NOSNAP, false);
+    return enqueue_11(e, x->w, x->s, bench_extra_variant(x->v), false);
 }
 
 static int capture(bench_work *w, bench_set *s)
@@ -896,7 +896,7 @@ static int capture_11(bench_work *w, bench_set *s, int v)
  * capture (its eager warm-ups included) and unset again right after. */
 static int capture_extra(bench_work *w, bench_set *s, int xg)
 {
-    static const char *const stage[BX_COUNT] = {NULL, "prologue", "scan"};
+    static const char *const stage[BX_COUNT] = {NULL, "prologue", "scan", "prologue", "scan"};
     step_ctx x = {w, s, xg};
     int rc;
     if (stage[xg] != NULL && w->env->backend != MEMRA_BACKEND_CUDA) {
@@ -952,7 +952,7 @@ int bench_work_capture_extra(bench_work *w, int x)
         bench_fail("unknown extra graph %d", x);
         return -1;
     }
-    if (setup_ok(w, x == BX_REFILL ? BV_JOURNAL : BV_FUSED_NOSNAP) != 0)
+    if (setup_ok(w, bench_extra_variant(x)) != 0)
         return -1;
     for (size_t i = 0; i < w->n_sets; i++)
         if (capture_extra(w, &w->sets[i], x) != 0)
