@@ -144,6 +144,34 @@ template <auto K> static cudaError_t memra__kernel_attributes(size_t smem)
 }
 
 /*
+ * How many blocks of kernel K (`threads` threads, `smem` bytes of dynamic shared memory; the
+ * same for every launch of K) a multiprocessor holds at once, into *per_sm: the occupancy API's
+ * answer, asked once per device and then kept, since the query costs host time on every
+ * enqueue and its answer depends only on the kernel and the device.
+ */
+template <auto K>
+static cudaError_t memra__kernel_blocks_per_sm(int threads, size_t smem, int *per_sm)
+{
+    static std::atomic<int> known[MEMRA__ATTR_DEVICES];
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess)
+        return err;
+    if (device < MEMRA__ATTR_DEVICES) {
+        const int k = known[device].load(std::memory_order_acquire);
+        if (k > 0) {
+            *per_sm = k;
+            return cudaSuccess;
+        }
+    }
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, K, threads, smem);
+    const bool keep = err == cudaSuccess && *per_sm > 0 && device < MEMRA__ATTR_DEVICES;
+    if (keep)
+        known[device].store(*per_sm, std::memory_order_release);
+    return err;
+}
+
+/*
  * The kernels with a conv window are instantiated for every d_conv 1..MEMRA__D_CONV_MAX; this
  * calls launch(std::integral_constant<int, D>()) for D == d_conv, so that the host picks the
  * instantiation at run time. validate.c admits only 1..8, so the cudaErrorInvalidValue for any

@@ -572,10 +572,9 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     float *jr = nullptr;
     uint32_t half = 0, n = 0;
     const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, a.num_k);
-    const size_t jd = a.conv_dim + a.num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
-    /* Where row 0's deltas of this thread's columns and the head's gd go (slot 1 - half); row r
-     * is 2 r journal rows further. */
-    float *jdelta = nullptr, *jgd = nullptr;
+    /* Where row 0's deltas of this thread's columns go (slot 1 - half); each row is 2 journal
+     * rows further. The rows' gd are the prologue's to write. */
+    float *jdelta = nullptr;
     if (OUT == SCAN_JOURNAL) {
         n = a.seq_info[3 * b];
         half = a.seq_info[3 * b + 1];
@@ -584,9 +583,8 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
             return;
         }
         jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
-        float *const j0 = jr + MEMRA__JOURNAL_HEADER + (1 - half) * jrow;
-        jdelta = j0 + jd + p.h * MEMRA__S + p.c0 + grp;
-        jgd = j0 + jg + p.h;
+        jdelta = jr + MEMRA__JOURNAL_HEADER + (1 - half) * jrow + a.conv_dim +
+                 (a.num_k + p.h) * MEMRA__S + p.c0 + grp;
     }
     /* The first chunk of the fold's journal rows and of the new rows are staged together, so
      * that one wait covers them and the state tile. */
@@ -639,7 +637,6 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
         }
 #pragma unroll 1
         for (int rr = 0; rr < nr; rr++) {
-            const size_t r = r0 + rr;
             float vv[C::NC], at[C::NC], delta[C::NC];
 #pragma unroll
             for (int nn = 0; nn < C::NC; nn++)
@@ -659,9 +656,8 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
 #pragma unroll
                 for (int nn = 0; nn < C::NC; nn++)
                     if (j == (unsigned)nn)
-                        jdelta[2 * r * jrow + nn * C::G] = delta[nn];
-                if (cb == 0 && tid == 0)
-                    jgd[2 * r * jrow] = sm.gd[rr];
+                        jdelta[nn * C::G] = delta[nn];
+                jdelta += 2 * jrow;
             }
             op += row_step;
         }

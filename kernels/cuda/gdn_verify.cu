@@ -13,10 +13,10 @@
  *    verify's workspace, and to the optional outputs the host asked for. It also rolls each
  *    channel's ring (a channel is read and written by one thread only) and, in JOURNAL mode,
  *    checks the sequence's journal header and accepted count (memra__journal_check, every block
- *    the same verdict), folds the accepted rows' raw inputs into the ring, and writes the new rows'
- *    raw qkv and normalised k into the journal's free slot. Its block 0 of each sequence leaves the
- *    verdict in the workspace for the scan. It waits for its predecessor before it reads
- *    anything, and only then lets the scan launch.
+ *    the same verdict), folds the accepted rows' raw inputs into the ring, and writes the new
+ *    rows' raw qkv, normalised k and gd into the journal's free slot. Its block 0 of each
+ *    sequence leaves the verdict in the workspace for the scan. It waits for its predecessor
+ *    before it reads anything, and only then lets the scan launch.
  *
  * 2. The scan. FINAL_ONLY, JOURNAL and the commit run gdn_rowloop.cuh's row loop
  * (gdn_verify_scan_kernel): it issues its state loads before griddepcontrol.wait, so the state
@@ -101,6 +101,24 @@ static __device__ void record_error(memra__dev_error *err, uint32_t *claim, uint
     __threadfence_system();
 }
 
+/*
+ * What a prologue carries besides the conv and the normalisation, fixed per instantiation so that
+ * each mode's kernel holds only its own code and registers: nothing (FINAL_ONLY, and a SNAPSHOTS
+ * verify of one row, which has no snapshot), the conv snapshots and q and k in their natural
+ * order for the 1.0 scan (SNAPSHOTS of t >= 2 rows), or the journal (JOURNAL and the commit).
+ */
+#define PRO_FINAL 0
+#define PRO_SNAP 1
+#define PRO_JOURNAL 2
+#define PRO_MINB 8
+
+static __host__ __device__ int prologue_flavour(const memra__verify_args &a)
+{
+    return a.mode == MEMRA__MODE_JOURNAL ? PRO_JOURNAL
+           : verify_packed_scan(a)       ? PRO_SNAP
+                                         : PRO_FINAL;
+}
+
 /* One conv channel through a verify: its weights and window in registers. */
 template <int DCONV> struct conv_chan {
     static constexpr int PAD = DCONV - 1;
@@ -115,23 +133,37 @@ typedef struct chan_seq {
     uint32_t n, half;
 } chan_seq;
 
-/* Loads channel c's weights and ring, and rolls the journal's n accepted raw inputs into the
- * window (only the last PAD of them stay in it); in JOURNAL mode the folded ring is written back
- * at once when n > 0, since the new rows are not committed. */
+/* Channel c's weights: they depend on nothing the kernel decides, so they are loaded first,
+ * beside the raw rows, before the table's loads that the ring's address waits for. */
 template <int DCONV>
-static __device__ __forceinline__ void chan_open(conv_chan<DCONV> &ch, const memra__verify_args &a,
-                                                 const chan_seq &q, size_t c)
+static __device__ __forceinline__ void chan_weights(conv_chan<DCONV> &ch,
+                                                    const memra__verify_args &a, size_t c)
 {
-    constexpr int PAD = DCONV - 1;
     ch.c = c;
 #pragma unroll
-    for (int j = 0; j < MEMRA__D_CONV_MAX; j++) {
+    for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
         ch.w8[j] = j < DCONV ? a.w[c * DCONV + j] : 0.0f;
-        ch.win[j] = j < PAD ? q.ring[c * PAD + j] : 0.0f;
-    }
+}
+
+/* Loads the channel's ring into its window. */
+template <int DCONV>
+static __device__ __forceinline__ void chan_ring_load(conv_chan<DCONV> &ch, const chan_seq &q)
+{
+    constexpr int PAD = DCONV - 1;
+#pragma unroll
+    for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
+        ch.win[j] = j < PAD ? q.ring[ch.c * PAD + j] : 0.0f;
+}
+
+/* A journal's n accepted raw inputs rolled into the window (only the last PAD of them stay in
+ * it); the folded ring is written back at once when n > 0, since the new rows are not
+ * committed. */
+template <int DCONV>
+static __device__ __forceinline__ void chan_ring_fold(conv_chan<DCONV> &ch, const chan_seq &q)
+{
+    constexpr int PAD = DCONV - 1;
+    const size_t c = ch.c;
     if constexpr (PAD > 0) {
-        if (q.jr == nullptr)
-            return;
         for (uint32_t r = q.n > (uint32_t)PAD ? q.n - PAD : 0; r < q.n; r++) {
 #pragma unroll
             for (int j = 0; j + 1 < PAD; j++)
@@ -148,7 +180,7 @@ static __device__ __forceinline__ void chan_open(conv_chan<DCONV> &ch, const mem
 
 /* New row r of sequence b through channel c: the conv output (also to conv_outs when asked),
  * the ring snapshot after the row (SNAPSHOTS), the raw input into the journal's free slot. */
-template <int DCONV>
+template <int DCONV, int FLAV>
 static __device__ __forceinline__ float chan_row(conv_chan<DCONV> &ch, const memra__verify_args &a,
                                                  const chan_seq &q, size_t b, size_t r, float x)
 {
@@ -158,25 +190,25 @@ static __device__ __forceinline__ float chan_row(conv_chan<DCONV> &ch, const mem
     const float y = memra__conv_row<PAD>(ch.win, ch.w8);
     if (a.conv_out != nullptr)
         a.conv_out[(b * t + r) * a.conv_dim + c] = y;
-    if (PAD > 0 && a.snap_conv != nullptr && r + 1 < t) {
-        float *dst = a.snap_conv + ((b * (t - 1) + r) * a.conv_dim + c) * PAD;
+    if constexpr (PAD > 0 && FLAV == PRO_SNAP) {
+        if (a.snap_conv != nullptr && r + 1 < t) {
+            float *dst = a.snap_conv + ((b * (t - 1) + r) * a.conv_dim + c) * PAD;
 #pragma unroll
-        for (int j = 0; j < PAD; j++)
-            dst[j] = ch.win[j];
+            for (int j = 0; j < PAD; j++)
+                dst[j] = ch.win[j];
+        }
     }
-    if (q.jr != nullptr)
+    if constexpr (FLAV == PRO_JOURNAL)
         q.jr[MEMRA__JOURNAL_HEADER + (2 * r + 1 - q.half) * q.jrow + c] = x;
     return y;
 }
 
 /* The ring after the last new row (SNAPSHOTS and FINAL_ONLY; a journal keeps the folded one). */
-template <int DCONV>
+template <int DCONV, int FLAV>
 static __device__ __forceinline__ void chan_close(const conv_chan<DCONV> &ch, const chan_seq &q)
 {
     constexpr int PAD = DCONV - 1;
-    if constexpr (PAD > 0) {
-        if (q.jr != nullptr)
-            return;
+    if constexpr (PAD > 0 && FLAV != PRO_JOURNAL) {
 #pragma unroll
         for (int j = 0; j < PAD; j++)
             q.ring[ch.c * PAD + j] = ch.win[j];
@@ -193,8 +225,24 @@ static __device__ __forceinline__ void load_rows(float (&x)[PRO_CHUNK], const me
         x[rr] = rr < nr ? a.qkv[(b * a.t + r0 + rr) * a.conv_dim + c] : 0.0f;
 }
 
-template <int DCONV>
-__global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__verify_args a)
+/* The rows of the chunk that starts at r0 (at most PRO_CHUNK). */
+static __device__ __forceinline__ unsigned chunk_rows(size_t t, size_t r0)
+{
+    return (unsigned)(t - r0 < PRO_CHUNK ? t - r0 : PRO_CHUNK);
+}
+
+/*
+ * Thread i of block (b, unit) takes channel i of the unit's head: q or k of key head unit / 2
+ * (unit < 2 num_k), or v of value head unit - 2 num_k, whose block also computes the head's
+ * gates (thread i: rows i, i + 128, ...). Every load that depends on nothing the kernel decides
+ * (the first chunk of raw rows, the weights, the gates' inputs) is issued before the table entry
+ * that the ring's address waits for, and in a journal the ring is read beside the journal's
+ * header, so that a block waits for memory about twice, not four times. At most 64 registers
+ * (8 blocks per multiprocessor): at B = 32 its 2048 blocks then take two waves, not three.
+ */
+template <int DCONV, int FLAV>
+__global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
+    gdn_prologue_kernel(const memra__verify_args a)
 {
     __shared__ __align__(16) float sy[PRO_CHUNK][MEMRA__S];
 
@@ -209,17 +257,34 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
     const size_t u = blockIdx.x % units, b = blockIdx.x / units;
     const size_t t = a.t, num_k = a.num_k, num_v = a.num_v, key_dim = a.key_dim;
     const size_t ratio = num_v / num_k;
-    const bool journal = a.mode == MEMRA__MODE_JOURNAL, natural = verify_packed_scan(a);
+    const bool key = u < 2 * num_k;
+    const size_t kh = u / 2, which = u % 2, h = u - 2 * num_k;
+    const size_t c = key ? which * key_dim + kh * MEMRA__S + tid : 2 * key_dim + h * MEMRA__S + tid;
     const verify_ws ws = carve_ws(a.workspace, a.b_n, t, num_k, num_v);
-    const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
 
+    conv_chan<DCONV> ch;
+    chan_weights(ch, a, c);
+    float x[PRO_CHUNK];
+    load_rows(x, a, b, 0, chunk_rows(t, 0), c);
+    float br = 0.0f, al = 0.0f, dt = 0.0f, av = 0.0f;
+    if (!key) {
+        dt = a.dt_bias[h];
+        av = a.a[h];
+        if (tid < t) {
+            br = a.beta_raw[(b * t + tid) * num_v + h];
+            al = a.alpha[(b * t + tid) * num_v + h];
+        }
+    }
+
+    const uint64_t *row = a.table + b * MEMRA__TABLE_WIDTH;
     chan_seq q;
     q.ring = DCONV > 1 ? (float *)(uintptr_t)row[0] : nullptr;
     q.jr = nullptr;
     q.jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, num_k);
     q.n = 0;
     q.half = 0;
-    if (journal) {
+    chan_ring_load(ch, q);
+    if constexpr (FLAV == PRO_JOURNAL) {
         /* Table entries are read now, when the kernel executes. */
         const uint64_t addr = row[2];
         memra__journal_verdict v;
@@ -241,24 +306,21 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
             return;
         q.n = v.n;
         q.half = v.half;
+        chan_ring_fold(ch, q);
     }
 
-    if (u < 2 * num_k) {
-        /* Key head kh = u / 2, its q channels (u even) or k channels (u odd): thread i takes
-         * channel i of the head. */
-        const size_t kh = u / 2, which = u % 2;
-        conv_chan<DCONV> ch;
-        chan_open(ch, a, q, which * key_dim + kh * MEMRA__S + tid);
+    if (key) {
+        /* Key head kh, its q channels (u even) or k channels (u odd). */
         float *const wsv = which ? ws.k : ws.q;
         float *const out = which ? a.k_l2 : a.q_l2;
         for (size_t r0 = 0; r0 < t; r0 += PRO_CHUNK) {
-            const unsigned nr = (unsigned)(t - r0 < PRO_CHUNK ? t - r0 : PRO_CHUNK);
-            float x[PRO_CHUNK];
-            load_rows(x, a, b, r0, nr, ch.c);
+            const unsigned nr = chunk_rows(t, r0);
+            if (r0 > 0)
+                load_rows(x, a, b, r0, nr, c);
 #pragma unroll
             for (unsigned rr = 0; rr < PRO_CHUNK; rr++)
                 if (rr < nr)
-                    sy[rr][tid] = chan_row(ch, a, q, b, r0 + rr, x[rr]);
+                    sy[rr][tid] = chan_row<DCONV, FLAV>(ch, a, q, b, r0 + rr, x[rr]);
             __syncthreads();
             /* Normalisation: warp w takes rows w, w + 4, ... of the chunk; lane L holds elements
              * L, L+32, L+64, L+96, as in the prep kernel. */
@@ -270,14 +332,16 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
                     y[r4] = sy[rr][r4 * MEMRA__LANES + lane];
                 memra__l2_normalise(y, a.eps);
                 float *wsd = wsv + (hr * num_k + kh) * MEMRA__S;
-                float *jk = which && q.jr != nullptr ? q.jr + MEMRA__JOURNAL_HEADER +
-                                                           (2 * (r0 + rr) + 1 - q.half) * q.jrow +
-                                                           a.conv_dim + kh * MEMRA__S
-                                                     : nullptr;
+                float *jk = nullptr;
+                if constexpr (FLAV == PRO_JOURNAL)
+                    jk = which ? q.jr + MEMRA__JOURNAL_HEADER +
+                                     (2 * (r0 + rr) + 1 - q.half) * q.jrow + a.conv_dim +
+                                     kh * MEMRA__S
+                               : nullptr;
 #pragma unroll
                 for (int r4 = 0; r4 < MEMRA__PER_LANE; r4++) {
                     const int i = r4 * MEMRA__LANES + (int)lane;
-                    wsd[natural ? i : memra__perm_index(i)] = y[r4];
+                    wsd[FLAV == PRO_SNAP ? i : memra__perm_index(i)] = y[r4];
                     if (jk != nullptr)
                         jk[memra__perm_index(i)] = y[r4];
                     if (out != nullptr)
@@ -289,41 +353,45 @@ __global__ void __launch_bounds__(PRO_THREADS) gdn_prologue_kernel(const memra__
             }
             __syncthreads();
         }
-        chan_close(ch, q);
+        chan_close<DCONV, FLAV>(ch, q);
         return;
     }
 
-    /* Value head h = u - 2 * num_k: v channel 2*key_dim + h*S + tid, and the head's gates. */
-    const size_t h = u - 2 * num_k;
-    conv_chan<DCONV> cv;
-    chan_open(cv, a, q, 2 * key_dim + h * MEMRA__S + tid);
+    /* Value head h: its v channels, then its gates (and, in a journal, each new row's gd =
+     * expf(g_log), the same expression as the scan's, into the free slot). */
     for (size_t r0 = 0; r0 < t; r0 += PRO_CHUNK) {
-        const unsigned nr = (unsigned)(t - r0 < PRO_CHUNK ? t - r0 : PRO_CHUNK);
-        float xv[PRO_CHUNK];
-        load_rows(xv, a, b, r0, nr, cv.c);
+        const unsigned nr = chunk_rows(t, r0);
+        if (r0 > 0)
+            load_rows(x, a, b, r0, nr, c);
 #pragma unroll
         for (unsigned rr = 0; rr < PRO_CHUNK; rr++) {
             if (rr < nr) {
                 const size_t hr = (b * t + r0 + rr) * num_v + h;
-                const float y = chan_row(cv, a, q, b, r0 + rr, xv[rr]);
+                const float y = chan_row<DCONV, FLAV>(ch, a, q, b, r0 + rr, x[rr]);
                 ws.v[hr * MEMRA__S + tid] = y;
                 if (a.v_g != nullptr)
                     a.v_g[hr * MEMRA__S + tid] = y;
             }
         }
     }
-    chan_close(cv, q);
-    const float dt = a.dt_bias[h], av = a.a[h];
+    chan_close<DCONV, FLAV>(ch, q);
     for (size_t r = tid; r < t; r += PRO_THREADS) {
         const size_t hr = (b * t + r) * num_v + h;
-        const float bt = memra__gate_beta(a.beta_raw[hr]);
-        const float g = memra__gate_g_log(a.alpha[hr], dt, av);
+        if (r >= PRO_THREADS) {
+            br = a.beta_raw[hr];
+            al = a.alpha[hr];
+        }
+        const float bt = memra__gate_beta(br);
+        const float g = memra__gate_g_log(al, dt, av);
         ws.beta[hr] = bt;
         ws.g_log[hr] = g;
         if (a.beta != nullptr)
             a.beta[hr] = bt;
         if (a.g_log != nullptr)
             a.g_log[hr] = g;
+        if constexpr (FLAV == PRO_JOURNAL)
+            q.jr[MEMRA__JOURNAL_HEADER + (2 * r + 1 - q.half) * q.jrow + a.conv_dim +
+                 (num_k + num_v) * MEMRA__S + h] = expf(g);
     }
 }
 
@@ -349,8 +417,8 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, v
         return (int)err;
     /* The blocks resident at once, for the scan's L2 prefetch of the next wave's states. */
     int per_sm = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, C::NT, smem);
+    const cudaError_t e = memra__kernel_blocks_per_sm<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(
+        C::NT, smem, &per_sm);
     if (e != cudaSuccess)
         return (int)e;
     memra__scan_job j = job;
@@ -362,24 +430,19 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, v
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
  * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
- * took 79.6 us instead of 68.7 on an H200), except the wide journal scans on large grids. Under
- * the bound of 4 they spill (24 bytes at 8 staged rows), bounded to 3 they do not; 3 blocks
- * win once the grid needs more than two waves of them anyway, and lose below that, where 4
- * blocks need fewer waves. Ornith JOURNAL verify on an H200: T = 16, 180.0 us against
- * 213.1 at B = 32 and 63.0 against 73.5 at B = 8; T = 8, 114.4 against 116.5 at B = 32 (the
- * commit 53.8 against 54.7), but 40.6 against 37.9 at B = 8, whose 512 blocks fit one wave of 4
- * per multiprocessor and need two of 3. The 16-row scan was faster at 3 at both sizes measured,
- * so it always takes 3. The narrow shape, whose launches are too few to fill the device and so
- * latency-bound, computes the next row's kv beside this row's at. */
+ * took 79.6 us instead of 68.7 on an H200), except the wide journal scan staging 16 rows, which
+ * takes 3 (168 registers, no spill; under the bound of 4 it spilled, and the ornith JOURNAL verify
+ * at T = 16 took 213.1 us at B = 32 instead of 180.0 and 73.5 at B = 8 instead of 63.0). The wide
+ * journal scan staging 8 rows spills 24 bytes under the bound of 4 (2 local loads and 2 stores
+ * per row) and is still faster there than bounded to 3 without spills, also on large grids:
+ * ornith, T = 8, JOURNAL 97.2 us against 103.0 at B = 32 (H200, one run). The narrow shape,
+ * whose launches are too few to fill the device and so latency-bound, computes the next row's
+ * kv beside this row's at. */
 template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
     if constexpr (OUT == SCAN_JOURNAL && C::NC == 2 && C::TC == 16) {
         return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, sms, stream);
-    } else if constexpr (OUT == SCAN_JOURNAL && C::NC == 2) {
-        if (b_n * job.num_v * C::BPH > 2 * 3 * (size_t)sms)
-            return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, sms, stream);
-        return launch_vscan_out_x<C, OUT, false, 4>(job, b_n, sms, stream);
     } else {
         return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, sms, stream);
     }
@@ -393,13 +456,26 @@ static int launch_vscan(const memra__scan_job &job, size_t b_n, bool journal, in
                    : launch_vscan_out<C, SCAN_FINAL>(job, b_n, sms, stream);
 }
 
-template <int DCONV> static int launch_prologue(const memra__verify_args *a, void *stream)
+template <int DCONV, int FLAV>
+static int launch_prologue_x(const memra__verify_args *a, void *stream)
 {
-    const cudaError_t err = memra__kernel_attributes<gdn_prologue_kernel<DCONV>>(0);
+    const cudaError_t err = memra__kernel_attributes<gdn_prologue_kernel<DCONV, FLAV>>(0);
     if (err != cudaSuccess)
         return (int)err;
     const dim3 grid((unsigned)(a->b_n * (2 * a->num_k + a->num_v)));
-    return memra__launch(gdn_prologue_kernel<DCONV>, grid, dim3(PRO_THREADS), stream, *a);
+    return memra__launch(gdn_prologue_kernel<DCONV, FLAV>, grid, dim3(PRO_THREADS), stream, *a);
+}
+
+template <int DCONV> static int launch_prologue(const memra__verify_args *a, void *stream)
+{
+    switch (prologue_flavour(*a)) {
+    case PRO_JOURNAL:
+        return launch_prologue_x<DCONV, PRO_JOURNAL>(a, stream);
+    case PRO_SNAP:
+        return launch_prologue_x<DCONV, PRO_SNAP>(a, stream);
+    default:
+        return launch_prologue_x<DCONV, PRO_FINAL>(a, stream);
+    }
 }
 
 /* Grids: the prologue one block per (sequence, key head, q or k) and (sequence, value head); the
