@@ -22,10 +22,10 @@
  *                                                            -> `scan_alignment`, `widths`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
- *   count, the wide one otherwise; 8 rows staged at a time when t <= 8, 16 otherwise (a commit has
- *   t = 0); OUT FINAL for FINAL_ONLY (and SNAPSHOTS at t = 1), JOURNAL for a JOURNAL verify and
- *   for a commit; MINB, the blocks per multiprocessor its registers are bounded for, 4 for the
- *   wide shape (8 for the narrow one) except a wide JOURNAL scan staging 16 rows (3).
+ *   count, the wide one otherwise; 8 rows staged at a time when t <= 8 or the scan is a wide
+ *   JOURNAL one, 16 otherwise (a commit has t = 0); OUT FINAL for FINAL_ONLY (and SNAPSHOTS at
+ *   t = 1), JOURNAL for a JOURNAL verify and for a commit; MINB, the blocks per multiprocessor its
+ *   registers are bounded for, 4 for the wide shape and 8 for the narrow one.
  *                                                                 -> `verify_scan`, `journal`
  * - gdn_prep_kernel (every test's per-row program), gdn_rollback_kernel (`verify_scan`) and
  *   state_copy_kernel (`copies`: its 16-byte and 4-byte paths, picked per copy by alignment).
@@ -496,7 +496,8 @@ typedef struct kg_journal_case {
     size_t b, t1, t2, d_conv;
 } kg_journal_case;
 
-/* Narrow and wide at d_conv 4. The commit (t = 0, 8 rows staged) folds up to t2 rows: two chunks
+/* Narrow and wide at d_conv 4: the narrow second verify stages 16 rows at a time, the wide one 8
+ * (two chunks of its 9 rows). The commit (t = 0, 8 rows staged) folds up to t2 rows: two chunks
  * (wide) or three (narrow). Then every other conv width, narrow, for the prologue's journal
  * instantiations. */
 static const kg_journal_case kg_journal_cases[] = {

@@ -430,22 +430,15 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, v
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
  * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
- * took 79.6 us instead of 68.7 on an H200), except the wide journal scan staging 16 rows, which
- * takes 3 (168 registers, no spill; under the bound of 4 it spilled, and the ornith JOURNAL verify
- * at T = 16 took 213.1 us at B = 32 instead of 180.0 and 73.5 at B = 8 instead of 63.0). The wide
- * journal scan staging 8 rows spills 24 bytes under the bound of 4 (2 local loads and 2 stores
- * per row) and is still faster there than bounded to 3 without spills, also on large grids:
- * ornith, T = 8, JOURNAL 97.2 us against 103.0 at B = 32 (H200, one run). The narrow shape,
- * whose launches are too few to fill the device and so latency-bound, computes the next row's
- * kv beside this row's at. */
+ * took 79.6 us instead of 68.7 on an H200). The wide journal scan spills 24 bytes under that
+ * bound (2 local loads and 2 stores per row) and is still faster there than bounded to 3 without
+ * spills, also on large grids: ornith, T = 8, JOURNAL 97.2 us against 103.0 at B = 32 (H200, one
+ * run). The narrow shape, whose launches are too few to fill the device and so latency-bound,
+ * computes the next row's kv beside this row's at. */
 template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
-    if constexpr (OUT == SCAN_JOURNAL && C::NC == 2 && C::TC == 16) {
-        return launch_vscan_out_x<C, OUT, false, 3>(job, b_n, sms, stream);
-    } else {
-        return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, sms, stream);
-    }
+    return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, sms, stream);
 }
 
 /* The scan's flavour: the journal's, or the final state alone. */
@@ -555,11 +548,13 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     if (e != cudaSuccess)
         return (int)e;
     const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
-    if (a->t <= 8)
+    /* A wide journal scan stages 8 rows at a time at every t: with 16 and the fold's staging
+     * beside them, 3 of its blocks fit a multiprocessor instead of 4 (NOTES.md). */
+    if (a->t <= 8 || (journal && !narrow))
         return narrow ? launch_vscan<vscan_narrow8>(job, a->b_n, journal, sms, stream)
                       : launch_vscan<vscan_wide8>(job, a->b_n, journal, sms, stream);
     return narrow ? launch_vscan<vscan_narrow16>(job, a->b_n, journal, sms, stream)
-                  : launch_vscan<vscan_wide16>(job, a->b_n, journal, sms, stream);
+                  : launch_vscan_out<vscan_wide16, SCAN_FINAL>(job, a->b_n, sms, stream);
 }
 
 /*
