@@ -189,6 +189,13 @@ typedef enum memra__error_kind {
 #define MEMRA__JOURNAL_HEADER 16
 #define MEMRA__JOURNAL_ROW(conv_dim, num_v, num_k)                                                 \
     MEMRA__ROUND4((conv_dim) + ((num_k) + (num_v)) * (size_t)MEMRA__S + (num_v))
+/* Where a row's parts start, in words from the row's start (the raw qkv row at 0): k of key head
+ * 0, the delta of (value head 0, column 0), gd of value head 0. Every reader and writer of a
+ * journal, on both backends, takes the offsets from here. */
+#define MEMRA__JOURNAL_K(conv_dim) (conv_dim)
+#define MEMRA__JOURNAL_DELTA(conv_dim, num_k) ((conv_dim) + (num_k) * (size_t)MEMRA__S)
+#define MEMRA__JOURNAL_GD(conv_dim, num_v, num_k)                                                  \
+    (MEMRA__JOURNAL_DELTA(conv_dim, num_k) + (num_v) * (size_t)MEMRA__S)
 #define MEMRA__JOURNAL_MAGIC 0x4a41524du /* "MRAJ" */
 #define MEMRA__JOURNAL_FORMAT 2u
 enum {

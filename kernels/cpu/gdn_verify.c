@@ -154,7 +154,9 @@ static void fold(const memra__verify_args *a, const float *jr, uint32_t n, uint3
 {
     const size_t pad = a->d_conv - 1, num_v = a->num_v, ratio = num_v / a->num_k;
     const size_t jrow = MEMRA__JOURNAL_ROW(a->conv_dim, num_v, a->num_k);
-    const size_t jk = a->conv_dim, jd = jk + a->num_k * MEMRA__S, jg = jd + num_v * MEMRA__S;
+    const size_t jk = MEMRA__JOURNAL_K(a->conv_dim),
+                 jd = MEMRA__JOURNAL_DELTA(a->conv_dim, a->num_k),
+                 jg = MEMRA__JOURNAL_GD(a->conv_dim, num_v, a->num_k);
     for (uint32_t r = n > pad ? n - (uint32_t)pad : 0; r < n && pad > 0; r++) {
         const float *x = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)r + half) * jrow;
         for (size_t c = 0; c < a->conv_dim; c++) {
@@ -204,7 +206,9 @@ void memra__cpu_gdn_verify(const memra__verify_args *a)
     const size_t act = num_v * MEMRA__S, state_words = act * MEMRA__S;
     const size_t ratio = num_v / a->num_k;
     const size_t jrow = MEMRA__JOURNAL_ROW(a->conv_dim, num_v, a->num_k);
-    const size_t jk = a->conv_dim, jd = jk + a->num_k * MEMRA__S, jg = jd + act;
+    const size_t jk = MEMRA__JOURNAL_K(a->conv_dim),
+                 jd = MEMRA__JOURNAL_DELTA(a->conv_dim, a->num_k),
+                 jg = MEMRA__JOURNAL_GD(a->conv_dim, num_v, a->num_k);
     const int journal = a->mode == MEMRA__MODE_JOURNAL;
     float *ring_copy = scratch + rows_words(a, t > 0 ? t : 1);
     float *state_copy = ring_copy + a->conv_dim * pad;

@@ -518,7 +518,8 @@ static __device__ __forceinline__ void stage_fold(const memra__scan_job &a, cons
                                                   uint32_t half, uint32_t r0, int nr)
 {
     const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, a.num_v, a.num_k);
-    const size_t jk = a.conv_dim, jd = jk + a.num_k * MEMRA__S, jg = jd + a.num_v * MEMRA__S;
+    const size_t jk = MEMRA__JOURNAL_K(a.conv_dim), jd = MEMRA__JOURNAL_DELTA(a.conv_dim, a.num_k),
+                 jg = MEMRA__JOURNAL_GD(a.conv_dim, a.num_v, a.num_k);
     const bool jvec = ((uintptr_t)jr & 15u) == 0;
     for (int rr = 0; rr < nr; rr++) {
         const float *src = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + rr) + half) * jrow;
@@ -583,8 +584,10 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
             return;
         }
         jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
-        jdelta = jr + MEMRA__JOURNAL_HEADER + (1 - half) * jrow + a.conv_dim +
-                 (a.num_k + p.h) * MEMRA__S + p.c0 + grp;
+        /* MEMRA__JOURNAL_DELTA(conv_dim, num_k + h) is head h's first delta: head 0's plus
+         * h * S words. */
+        jdelta = jr + MEMRA__JOURNAL_HEADER + (1 - half) * jrow +
+                 MEMRA__JOURNAL_DELTA(a.conv_dim, a.num_k + p.h) + p.c0 + grp;
     }
     /* The first chunk of the fold's journal rows and of the new rows are staged together, so
      * that one wait covers them and the state tile. */

@@ -335,8 +335,8 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
                 float *jk = nullptr;
                 if constexpr (FLAV == PRO_JOURNAL)
                     jk = which ? q.jr + MEMRA__JOURNAL_HEADER +
-                                     (2 * (r0 + rr) + 1 - q.half) * q.jrow + a.conv_dim +
-                                     kh * MEMRA__S
+                                     (2 * (r0 + rr) + 1 - q.half) * q.jrow +
+                                     MEMRA__JOURNAL_K(a.conv_dim) + kh * MEMRA__S
                                : nullptr;
 #pragma unroll
                 for (int r4 = 0; r4 < MEMRA__PER_LANE; r4++) {
@@ -390,8 +390,8 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
         if (a.g_log != nullptr)
             a.g_log[hr] = g;
         if constexpr (FLAV == PRO_JOURNAL)
-            q.jr[MEMRA__JOURNAL_HEADER + (2 * r + 1 - q.half) * q.jrow + a.conv_dim +
-                 (num_k + num_v) * MEMRA__S + h] = expf(g);
+            q.jr[MEMRA__JOURNAL_HEADER + (2 * r + 1 - q.half) * q.jrow +
+                 MEMRA__JOURNAL_GD(a.conv_dim, num_v, num_k) + h] = expf(g);
     }
 }
 
