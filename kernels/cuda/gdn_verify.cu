@@ -395,9 +395,9 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
     }
 }
 
-/* The verify's scan: gdn_rowloop.cuh's block in the two shapes below. */
+/* The verify's scan: gdn_rowloop.cuh's block in the two shapes below (the wide one staging 8
+ * rows at a time whatever t, the narrow one 8 or 16). */
 typedef scan_cfg<2, 64, 8> vscan_wide8;
-typedef scan_cfg<2, 64, 16> vscan_wide16;
 typedef scan_cfg<1, 16, 8> vscan_narrow8;
 typedef scan_cfg<1, 16, 16> vscan_narrow16;
 
@@ -548,13 +548,13 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     if (e != cudaSuccess)
         return (int)e;
     const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
-    /* A wide journal scan stages 8 rows at a time at every t: with 16 and the fold's staging
-     * beside them, 3 of its blocks fit a multiprocessor instead of 4 (NOTES.md). */
-    if (a->t <= 8 || (journal && !narrow))
-        return narrow ? launch_vscan<vscan_narrow8>(job, a->b_n, journal, sms, stream)
-                      : launch_vscan<vscan_wide8>(job, a->b_n, journal, sms, stream);
-    return narrow ? launch_vscan<vscan_narrow16>(job, a->b_n, journal, sms, stream)
-                  : launch_vscan_out<vscan_wide16, SCAN_FINAL>(job, a->b_n, sms, stream);
+    /* A wide scan stages 8 rows at a time at every t: staging 16, 3 of its blocks fit a
+     * multiprocessor instead of 4 (57 KiB of shared memory each, 71 KiB with a journal's fold
+     * staging beside them), which cost more than the extra staging waits (NOTES.md). */
+    if (!narrow)
+        return launch_vscan<vscan_wide8>(job, a->b_n, journal, sms, stream);
+    return a->t <= 8 ? launch_vscan<vscan_narrow8>(job, a->b_n, journal, sms, stream)
+                     : launch_vscan<vscan_narrow16>(job, a->b_n, journal, sms, stream);
 }
 
 /*
