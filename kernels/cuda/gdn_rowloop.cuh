@@ -191,9 +191,11 @@ static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
     return memra__reduce8(p);
 }
 
-/* Four words of a staging row into x by one volatile 16-byte shared-memory load: ptxas keeps it
- * where the code puts it and does not merge it with another load of the same words, so a row
- * read this way is live four words at a time (memra__update_streamed, memra__dot_streamed). */
+/* Four words of a staging row into x by one 16-byte shared-memory load, written as inline PTX
+ * (asm volatile) so that nvcc emits it where the code puts it, next to the fma chain that
+ * consumes it (memra__update_streamed, memra__dot_streamed). ptxas sees an ordinary ld.shared and
+ * may still merge two loads of the same words: in the wide kernels nvcc 13.0 builds it merges the
+ * update's loads of k with the kv's, so that a row loads k and q once each (16 loads). */
 static __device__ __forceinline__ void memra__lds4_volatile(float (&x)[4], const float *p)
 {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
@@ -204,11 +206,11 @@ static __device__ __forceinline__ void memra__lds4_volatile(float (&x)[4], const
 
 /*
  * The state update of this thread's NC columns, s = fma(gd, s, k * delta), with the row's k read
- * again from its staging row four words at a time. The loads are volatile so that ptxas cannot
- * merge them with the kv's load of the same words: that would keep all 32 of them live across
- * the kv reduction beside the 64 state registers, which under the wide shape's bound of 128 made
- * the JOURNAL instantiation spill (120 bytes, in the fold and in the row loop). The same
- * operations on the same values, in an order that only differs between independent elements.
+ * from its staging row four words at a time rather than from registers the kv filled: written
+ * that way, the wide JOURNAL instantiation spilled 24 bytes under the bound of 128 registers
+ * instead of 120 (NOTES.md), although ptxas merges these loads with the kv's
+ * (memra__lds4_volatile). The same operations on the same values, in an order that only differs
+ * between independent elements.
  */
 template <int NC>
 static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32], const float *sk,
@@ -229,8 +231,7 @@ static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32]
 
 /*
  * The dot products of this thread's NC columns with a staged k or q row, the row read four words
- * at a time as the fma chains need them (volatile loads, as in memra__update_streamed, so that
- * ptxas does not hold the whole row live beside the state). Words 4w .. 4w + 3 of the thread's
+ * at a time as the fma chains need them (memra__lds4_volatile). Words 4w .. 4w + 3 of the thread's
  * run are its elements e = 4w + u, i.e. lane m = e % 8 at step r = e / 8: each lane's chain still
  * runs over r = 0..3 in order from 0.0f, the same operations as memra__column_dot.
  */
