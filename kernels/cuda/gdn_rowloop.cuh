@@ -194,8 +194,8 @@ static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
 /* Four words of a staging row into x by one 16-byte shared-memory load, written as inline PTX
  * (asm volatile) so that nvcc emits it where the code puts it, next to the fma chain that
  * consumes it (memra__update_streamed, memra__dot_streamed). ptxas sees an ordinary ld.shared and
- * may still merge two loads of the same words: in the wide kernels nvcc 13.0 builds it merges the
- * update's loads of k with the kv's, so that a row loads k and q once each (16 loads). */
+ * may still merge two loads of the same words: in the wide FINAL kernel nvcc 13.0 builds it merges
+ * the update's loads of k with the kv's, so that a row loads k and q once each (16 loads). */
 static __device__ __forceinline__ void memra__lds4_volatile(float (&x)[4], const float *p)
 {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
@@ -204,15 +204,27 @@ static __device__ __forceinline__ void memra__lds4_volatile(float (&x)[4], const
                  : "r"(a));
 }
 
+/* The same load as ld.volatile.shared, which ptxas may not merge with an earlier load of the same
+ * words (RELOAD in memra__update_streamed): the update then reads the row's k again (24 loads per
+ * row) instead of keeping the kv's 32 words of it in registers across the kv reduction. */
+static __device__ __forceinline__ void memra__lds4_reload(float (&x)[4], const float *p)
+{
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                 : "r"(a));
+}
+
 /*
  * The state update of this thread's NC columns, s = fma(gd, s, k * delta), with the row's k read
- * from its staging row four words at a time rather than from registers the kv filled: written
- * that way, the wide JOURNAL instantiation spilled 24 bytes under the bound of 128 registers
- * instead of 120 (NOTES.md), although ptxas merges these loads with the kv's
- * (memra__lds4_volatile). The same operations on the same values, in an order that only differs
- * between independent elements.
+ * from its staging row four words at a time rather than from registers the kv filled. ptxas
+ * merges these loads with the kv's (memra__lds4_volatile) unless RELOAD makes them volatile: the
+ * wide JOURNAL scan, whose row loop also keeps the deltas' address, reloads k and fits the bound
+ * of 128 registers without spilling (124), where the merged loads left it spilling 24 bytes; the
+ * wide FINAL_ONLY scan is faster with them merged (NOTES.md). The same operations on the same
+ * values, in an order that only differs between independent elements.
  */
-template <int NC>
+template <int NC, bool RELOAD = false>
 static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32], const float *sk,
                                                               unsigned j, const float (&delta)[NC],
                                                               float gd)
@@ -220,7 +232,10 @@ static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32]
 #pragma unroll
     for (int q = 0; q < 8; q++) {
         float x[4];
-        memra__lds4_volatile(x, sk + SCAN_KRUN * j + 4 * q);
+        if (RELOAD)
+            memra__lds4_reload(x, sk + SCAN_KRUN * j + 4 * q);
+        else
+            memra__lds4_volatile(x, sk + SCAN_KRUN * j + 4 * q);
 #pragma unroll
         for (int u = 0; u < 4; u++)
 #pragma unroll
@@ -266,9 +281,9 @@ memra__dot_streamed(const float (&s)[NC][32], const float *row, unsigned j, floa
  * expf(g_log) and bt = beta. The operations are written with explicit rounding intrinsics in
  * exactly the form nvcc -O3 gives the contract's expressions (v - gd * kv is one fma, then a
  * multiply by beta; gd * s + k * delta is a multiply, then an fma), so that no instantiation can
- * be compiled differently from another.
+ * be compiled differently from another. RELOAD: the update reads k again (memra__update_streamed).
  */
-template <int NC>
+template <int NC, bool RELOAD = false>
 static __device__ __forceinline__ void
 memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const float (&v)[NC],
                 float gd, float bt, unsigned j, float (&at)[NC], float (&delta)[NC])
@@ -278,7 +293,7 @@ memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const floa
 #pragma unroll
     for (int n = 0; n < NC; n++)
         delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
-    memra__update_streamed<NC>(s, sk, j, delta, gd);
+    memra__update_streamed<NC, RELOAD>(s, sk, j, delta, gd);
     memra__dot_streamed<NC>(s, sq, j, at);
 }
 
@@ -650,8 +665,9 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                                             sm.k + (rr + 1 < nr ? rr + 1 : rr) * SCAN_KST, vv,
                                             sm.gd[rr], sm.bt[rr], j, kv, at, delta);
             else
-                memra__scan_row<C::NC>(s, sm.k + rr * SCAN_KST, sm.q + rr * SCAN_KST, vv, sm.gd[rr],
-                                       sm.bt[rr], j, at, delta);
+                memra__scan_row<C::NC, OUT == SCAN_JOURNAL>(s, sm.k + rr * SCAN_KST,
+                                                            sm.q + rr * SCAN_KST, vv, sm.gd[rr],
+                                                            sm.bt[rr], j, at, delta);
 #pragma unroll
             for (int nn = 0; nn < C::NC; nn++)
                 if (j == (unsigned)nn)

@@ -430,11 +430,11 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, v
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
  * without the bound ptxas takes 168 and 3 fit, and the ornith FINAL_ONLY scan at B = 32, T = 8
- * took 79.6 us instead of 68.7 on an H200). The wide journal scan spills 24 bytes under that
- * bound (2 local loads and 2 stores per row) and is still faster there than bounded to 3 without
- * spills, also on large grids: ornith, T = 8, JOURNAL 97.2 us against 103.0 at B = 32 (H200, one
- * run). The narrow shape, whose launches are too few to fill the device and so latency-bound,
- * computes the next row's kv beside this row's at. */
+ * took 79.6 us instead of 68.7 on an H200). The wide journal scan fits that bound without
+ * spilling by reading each row's k again for the update (gdn_rowloop.cuh); spilling 24 bytes
+ * there, it was already faster than bounded to 3, also on large grids: ornith, T = 8, JOURNAL
+ * 97.2 us against 103.0 at B = 32 (H200, one run). The narrow shape, whose launches are too few to
+ * fill the device and so latency-bound, computes the next row's kv beside this row's at. */
 template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
