@@ -195,34 +195,32 @@ static __device__ __forceinline__ float memra__column_dot(const float (&s)[32],
  * (asm volatile) so that nvcc emits it where the code puts it, next to the fma chain that
  * consumes it (memra__update_streamed, memra__dot_streamed). ptxas sees an ordinary ld.shared and
  * may still merge two loads of the same words: in the wide FINAL kernel nvcc 13.0 builds it merges
- * the update's loads of k with the kv's, so that a row loads k and q once each (16 loads). */
+ * the update's loads of k with the kv's, so that a row loads k and q once each (16 loads). With
+ * NOMERGE the load is ld.volatile.shared, which ptxas may not merge with an earlier load of the
+ * same words (RELOAD in memra__update_streamed). */
+template <bool NOMERGE = false>
 static __device__ __forceinline__ void memra__lds4_volatile(float (&x)[4], const float *p)
 {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                 : "r"(a));
-}
-
-/* The same load as ld.volatile.shared, which ptxas may not merge with an earlier load of the same
- * words (RELOAD in memra__update_streamed): the update then reads the row's k again (24 loads per
- * row) instead of keeping the kv's 32 words of it in registers across the kv reduction. */
-static __device__ __forceinline__ void memra__lds4_reload(float (&x)[4], const float *p)
-{
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                 : "r"(a));
+    if (NOMERGE)
+        asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                     : "r"(a));
+    else
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                     : "r"(a));
 }
 
 /*
  * The state update of this thread's NC columns, s = fma(gd, s, k * delta), with the row's k read
  * from its staging row four words at a time rather than from registers the kv filled. ptxas
- * merges these loads with the kv's (memra__lds4_volatile) unless RELOAD makes them volatile: the
- * wide JOURNAL scan, whose row loop also keeps the deltas' address, reloads k and fits the bound
- * of 128 registers without spilling (124), where the merged loads left it spilling 24 bytes; the
- * wide FINAL_ONLY scan is faster with them merged (NOTES.md). The same operations on the same
- * values, in an order that only differs between independent elements.
+ * merges these loads with the kv's unless RELOAD makes them volatile (memra__lds4_volatile): the
+ * wide JOURNAL scan, whose row loop also keeps the deltas' address, then reads k again (24 loads
+ * per row instead of 16, none of k held across the kv reduction) and fits the bound of 128
+ * registers without spilling (124), where the merged loads left it spilling 24 bytes; the wide
+ * FINAL_ONLY scan is faster with them merged (NOTES.md). The same operations on the same values,
+ * in an order that only differs between independent elements.
  */
 template <int NC, bool RELOAD = false>
 static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32], const float *sk,
@@ -232,10 +230,7 @@ static __device__ __forceinline__ void memra__update_streamed(float (&s)[NC][32]
 #pragma unroll
     for (int q = 0; q < 8; q++) {
         float x[4];
-        if (RELOAD)
-            memra__lds4_reload(x, sk + SCAN_KRUN * j + 4 * q);
-        else
-            memra__lds4_volatile(x, sk + SCAN_KRUN * j + 4 * q);
+        memra__lds4_volatile<RELOAD>(x, sk + SCAN_KRUN * j + 4 * q);
 #pragma unroll
         for (int u = 0; u < 4; u++)
 #pragma unroll
