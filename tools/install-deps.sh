@@ -7,7 +7,8 @@
 # usage: tools/install-deps.sh test|bench
 set -euo pipefail
 
-case "${1:-test}" in
+mode=${1:-test}
+case "$mode" in
 bench) packages="build-essential gnuplot-nox" ;;
 test)
     # The C toolchain, Criterion, the header/bindings generators, the ABI checker, the plotter,
@@ -28,7 +29,7 @@ esac
 missing=$(for p in $packages; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
 done)
-if [ "$1" = test ] && ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ] &&
+if [ "$mode" = test ] && ! command -v cargo >/dev/null && [ ! -x "$HOME/.cargo/bin/cargo" ] &&
     [ ! -x ~root/.cargo/bin/cargo ]; then
     missing="$missing cargo rustc"
 fi
