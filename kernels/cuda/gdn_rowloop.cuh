@@ -103,31 +103,45 @@ static __device__ __forceinline__ void memra__pdl_trigger(void)
 #endif
 }
 
-/* n floats (a multiple of 4) from src to dst by the block's NT threads, 16-byte copies when
- * `vec` (both 16-byte aligned), 4-byte ones otherwise: the same words either way. */
-template <int NT>
-static __device__ __forceinline__ void stage_run(float *dst, const float *src, int n, bool vec)
+/*
+ * The staging copies are written per warp, with every loop's trip count known at compile time,
+ * so that each copy is one instruction at a constant offset from a base computed once: loops over
+ * `i = threadIdx.x; i < n; i += NT` recomputed a division and a 64-bit address for every 16 bytes
+ * they copied, which made a block's staging (its state tile, its rows) cost a third as many
+ * instructions as its rows did.
+ *
+ * One k or q row, already transposed (element 4w + u at src[32u + w]), into its staging row (four
+ * runs of 32 floats, SCAN_KRUN apart) by one warp: lane l copies words 4l .. 4l + 3, which belong
+ * to run l / 8. 16-byte copies when `vec` (both 16-byte aligned), 4-byte ones otherwise.
+ */
+static __device__ __forceinline__ void stage_kq_warp(float *dst, const float *src, unsigned lane,
+                                                     bool vec)
 {
+    float *d = dst + (lane / 8) * SCAN_KRUN + 4 * (lane % 8);
     if (vec) {
-        for (int i = (int)threadIdx.x; i < n / 4; i += NT)
-            memra__cp16(dst + 4 * i, src + 4 * i);
+        memra__cp16(d, src + 4 * lane);
     } else {
-        for (int i = (int)threadIdx.x; i < n; i += NT)
-            memra__cp4(dst + i, src + i);
+#pragma unroll
+        for (int u = 0; u < 4; u++)
+            memra__cp4(d + u, src + 4 * lane + u);
     }
 }
 
-/* A k or q row already transposed (element 4w + u at src[32u + w]) into the staging row: four
- * runs of 32 floats. */
-template <int NT>
-static __device__ __forceinline__ void stage_kq_perm(float *dst, const float *src, bool vec)
+/* COLS contiguous floats from src to dst by one warp: 16-byte copies by its first COLS / 4 lanes
+ * when `vec`, 4-byte ones otherwise. */
+template <int COLS>
+static __device__ __forceinline__ void stage_cols_warp(float *dst, const float *src, unsigned lane,
+                                                       bool vec)
 {
+    static_assert(COLS % 4 == 0 && COLS <= 4 * MEMRA__LANES, "one 16-byte copy per lane at most");
     if (vec) {
-        for (int i = (int)threadIdx.x; i < MEMRA__S / 4; i += NT)
-            memra__cp16(dst + (i / 8) * SCAN_KRUN + 4 * (i % 8), src + 4 * i);
+        if (lane < COLS / 4)
+            memra__cp16(dst + 4 * lane, src + 4 * lane);
     } else {
-        for (int i = (int)threadIdx.x; i < MEMRA__S; i += NT)
-            memra__cp4(dst + (i / 32) * SCAN_KRUN + i % 32, src + i);
+#pragma unroll
+        for (int e = 0; e < COLS; e += MEMRA__LANES)
+            if (e + (int)lane < COLS)
+                memra__cp4(dst + e + lane, src + e + lane);
     }
 }
 
@@ -346,15 +360,22 @@ memra__fold_row(float (&s)[NC][32], const float *sk, const float (&delta)[NC], f
 }
 
 /* The block's state columns from global memory (column c of the block at src + c * S) into the
- * tile, asynchronously; memra__cp_wait_all and a barrier make them visible. */
+ * tile, asynchronously; memra__cp_wait_all and a barrier make them visible. With 16-byte copies,
+ * lane l of warp w copies words 4l .. 4l + 3 of columns w, w + WARPS, ...: a column (S = 128
+ * words) is one warp's 512 contiguous bytes, and each copy is at a constant offset from the
+ * first. */
 template <class C>
 static __device__ __forceinline__ void tile_load(float *tile, const float *src, bool vec)
 {
+    static_assert(MEMRA__S == 4 * MEMRA__LANES && C::COLS % C::WARPS == 0,
+                  "a warp copies whole columns, each warp as many");
     if (vec) {
-        for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S / 4; i += C::NT) {
-            const int c = i / (MEMRA__S / 4), q4 = i % (MEMRA__S / 4);
-            memra__cp16(tile + c * SCAN_SST + 4 * q4, src + (size_t)c * MEMRA__S + 4 * q4);
-        }
+        const unsigned lane = threadIdx.x % MEMRA__LANES, w = threadIdx.x / MEMRA__LANES;
+        float *d = tile + w * SCAN_SST + 4 * lane;
+        const float *s = src + (size_t)w * MEMRA__S + 4 * lane;
+#pragma unroll
+        for (int c = 0; c < C::COLS / C::WARPS; c++)
+            memra__cp16(d + c * C::WARPS * SCAN_SST, s + (size_t)c * C::WARPS * MEMRA__S);
     } else {
         for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S; i += C::NT) {
             const int c = i / MEMRA__S, r = i % MEMRA__S;
@@ -481,9 +502,12 @@ static __device__ __forceinline__ void take_tile(float (&s)[C::NC][32], const sc
         const char *src =
             (const char *)(uintptr_t)a.in_table[b * a.in_stride] +
             (h * (size_t)MEMRA__S * MEMRA__S + cb * C::COLS * MEMRA__S) * sizeof(float);
-        for (int i = (int)threadIdx.x; i < C::COLS * MEMRA__S * (int)sizeof(float) / 128;
-             i += C::NT)
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(src + 128 * (size_t)i));
+        constexpr int LINES = C::COLS * MEMRA__S * (int)sizeof(float) / 128;
+        static_assert(LINES % C::NT == 0, "each thread prefetches as many lines");
+#pragma unroll
+        for (int i = 0; i < LINES / C::NT; i++)
+            asm volatile(
+                "prefetch.global.L2 [%0];" ::"l"(src + 128 * (threadIdx.x + (size_t)i * C::NT)));
     }
     tile_to_regs<C>(s, sm.tile, grp, j);
 }
@@ -500,15 +524,24 @@ template <class C, bool WAIT = true>
 static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, const scan_pos &p,
                                                   const scan_smem<C> &sm, size_t r0, int nr)
 {
+    static_assert(C::TC % C::WARPS == 0, "each warp stages as many rows");
     const size_t t = a.t, num_v = a.num_v;
     const bool vvec = ((uintptr_t)a.v & 15u) == 0;
-    for (int rr = 0; rr < nr; rr++) {
-        const size_t row = p.b * t + r0 + rr;
-        const size_t kr = (row * a.qk_heads + p.qkh) * MEMRA__S;
-        stage_kq_perm<C::NT>(sm.k + rr * SCAN_KST, a.k + kr, true);
-        stage_kq_perm<C::NT>(sm.q + rr * SCAN_KST, a.q + kr, true);
-        stage_run<C::NT>(sm.v + rr * C::COLS, a.v + (row * num_v + p.h) * MEMRA__S + p.c0, C::COLS,
-                         vvec);
+    /* Warp w stages rows w, w + WARPS, ... of the chunk. */
+    const unsigned lane = threadIdx.x % MEMRA__LANES, w = threadIdx.x / MEMRA__LANES;
+    const size_t row = p.b * t + r0 + w;
+    const size_t kr = (row * a.qk_heads + p.qkh) * MEMRA__S,
+                 kstep = C::WARPS * a.qk_heads * MEMRA__S;
+    const float *const vr = a.v + (row * num_v + p.h) * MEMRA__S + p.c0;
+    const size_t vstep = C::WARPS * num_v * MEMRA__S;
+#pragma unroll
+    for (int i = 0; i < C::TC / C::WARPS; i++) {
+        const int rr = (int)w + i * C::WARPS;
+        if (rr < nr) {
+            stage_kq_warp(sm.k + rr * SCAN_KST, a.k + kr + i * kstep, lane, true);
+            stage_kq_warp(sm.q + rr * SCAN_KST, a.q + kr + i * kstep, lane, true);
+            stage_cols_warp<C::COLS>(sm.v + rr * C::COLS, vr + i * vstep, lane, vvec);
+        }
     }
     if ((int)threadIdx.x < nr) {
         const size_t hr = (p.b * t + r0 + threadIdx.x) * num_v + p.h;
@@ -532,12 +565,21 @@ static __device__ __forceinline__ void stage_fold(const memra__scan_job &a, cons
     const size_t jk = MEMRA__JOURNAL_K(a.conv_dim), jd = MEMRA__JOURNAL_DELTA(a.conv_dim, a.num_k),
                  jg = MEMRA__JOURNAL_GD(a.conv_dim, a.num_v, a.num_k);
     const bool jvec = ((uintptr_t)jr & 15u) == 0;
-    for (int rr = 0; rr < nr; rr++) {
-        const float *src = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + rr) + half) * jrow;
-        stage_kq_perm<C::NT>(sm.fk + rr * SCAN_KST, src + jk + p.qkh * MEMRA__S, jvec);
-        stage_run<C::NT>(sm.fd + rr * C::COLS, src + jd + p.h * MEMRA__S + p.c0, C::COLS, jvec);
-        if (threadIdx.x == 0)
-            memra__cp4(sm.fg + rr, src + jg + p.h);
+    /* Warp w stages journal rows r0 + w, r0 + w + WARPS, ...; lane 0 copies their gd. */
+    const unsigned lane = threadIdx.x % MEMRA__LANES, w = threadIdx.x / MEMRA__LANES;
+    const float *const src = jr + MEMRA__JOURNAL_HEADER + (2 * (size_t)(r0 + w) + half) * jrow;
+    const size_t step = 2 * C::WARPS * jrow;
+#pragma unroll
+    for (int i = 0; i < C::TC / C::WARPS; i++) {
+        const int rr = (int)w + i * C::WARPS;
+        if (rr < nr) {
+            const float *sr = src + i * step;
+            stage_kq_warp(sm.fk + rr * SCAN_KST, sr + jk + p.qkh * MEMRA__S, lane, jvec);
+            stage_cols_warp<C::COLS>(sm.fd + rr * C::COLS, sr + jd + p.h * MEMRA__S + p.c0, lane,
+                                     jvec);
+            if (lane == 0)
+                memra__cp4(sm.fg + rr, sr + jg + p.h);
+        }
     }
 }
 
