@@ -107,8 +107,8 @@ static __device__ __forceinline__ void memra__pdl_trigger(void)
  * The staging copies are written per warp, with every loop's trip count known at compile time,
  * so that each copy is one instruction at a constant offset from a base computed once: loops over
  * `i = threadIdx.x; i < n; i += NT` recomputed a division and a 64-bit address for every 16 bytes
- * they copied, which made a block's staging (its state tile, its rows) cost a third as many
- * instructions as its rows did.
+ * they copied, and were most of why a third of the wide scan's instructions ran once per block
+ * rather than once per row (NOTES.md).
  *
  * One k or q row, already transposed (element 4w + u at src[32u + w]), into its staging row (four
  * runs of 32 floats, SCAN_KRUN apart) by one warp: lane l copies words 4l .. 4l + 3, which belong
