@@ -59,6 +59,21 @@ static __device__ __forceinline__ void memra__pdl_enter(void)
 #endif
 }
 
+/* griddepcontrol.wait and .launch_dependents on their own, for a kernel that reads something its
+ * predecessor cannot write before it waits (the verify's scans). */
+static __device__ __forceinline__ void memra__pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void memra__pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* The compute capability major of the current device into *major; the CUDA error of the query. */
 static cudaError_t memra__device_major(int *major)
 {

@@ -89,20 +89,6 @@ static __device__ __forceinline__ void memra__cp_wait_all(void)
 #endif
 }
 
-/* griddepcontrol.wait and .launch_dependents on their own (memra__pdl_enter does both). */
-static __device__ __forceinline__ void memra__pdl_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void memra__pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-
 /*
  * The staging copies are written per warp, with every loop's trip count known at compile time,
  * so that each copy is one instruction at a constant offset from a base computed once: loops over

@@ -96,7 +96,8 @@ static __device__ __forceinline__ void advance_row(scan_ptrs &a, bool step)
  * arrive, for about 40 more registers (165-168 instead of 125-127). The rows' arithmetic is the
  * same scan_row_step either way.
  */
-template <bool VEC, int AHEAD> static __device__ __forceinline__ void scan_rows(scan_ptrs a)
+template <bool VEC, int AHEAD, class AfterState>
+static __device__ __forceinline__ void scan_rows(scan_ptrs a, AfterState after_state)
 {
     float s[SCAN_NC][SCAN_ELEMS];
 #pragma unroll
@@ -108,6 +109,7 @@ template <bool VEC, int AHEAD> static __device__ __forceinline__ void scan_rows(
             else
                 load4<false>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
         }
+    after_state(s);
 
     /* in[0] is the row being computed, in[i] the row i after it. */
     scan_row in[AHEAD];
@@ -153,7 +155,16 @@ __global__ void __launch_bounds__(SCAN_THREADS)
                     float *__restrict__ snap, size_t num_v, size_t t, float scale, size_t qk_heads,
                     int grouped)
 {
-    memra__pdl_enter();
+    /* The SNAPSHOTS verify's scan (MAP) reads its state before it waits for its predecessor, the
+     * verify's prologue, so that the state's transfer overlaps the prologue: the prologue never
+     * writes a state, and it lets this kernel launch only after its own griddepcontrol.wait, when
+     * every earlier kernel that could write the state has completed (as the row loop of
+     * gdn_rowloop.cuh does). It waits before it reads or prefetches anything the prologue writes.
+     * The 1.0 operations' scans (MAP false) wait before they read anything, as in 1.0.0. */
+    if (MAP)
+        memra__pdl_trigger();
+    else
+        memra__pdl_enter();
 
     scan_ptrs a;
     a.j = threadIdx.x % SCAN_GROUP;
@@ -201,22 +212,38 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     a.op = o + head0 * MEMRA__S + c;
     a.sn = snap != nullptr ? snap + b * (t - 1) * a.state_words + col : nullptr;
 
-    /* Ask L1 for every row's inputs now, one line per thread: 16 threads per row, of which
-     * 11 take a line each (k and q: 4 lines each, the block's v, g_log, beta). A prefetch
-     * only warms the cache; the loads below read the same addresses either way. */
-    const unsigned part = threadIdx.x % 16;
-    for (size_t row = threadIdx.x / 16; part < SCAN_PREFETCH_LINES && row < t;
-         row += SCAN_THREADS / 16) {
-        const size_t hr = head0 + row * num_v, qr = qk0 + row * qk_row;
-        const float *p = part < 4    ? k + qr * MEMRA__S + part * MEMRA__LANES
-                         : part < 8  ? q + qr * MEMRA__S + (part - 4) * MEMRA__LANES
-                         : part == 8 ? v + hr * MEMRA__S + c0
-                         : part == 9 ? g_log + hr
-                                     : beta + hr;
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+    /* Ask L1 for every row's inputs, one line per thread: 16 threads per row, of which 11 take a
+     * line each (k and q: 4 lines each, the block's v, g_log, beta). A prefetch only warms the
+     * cache; the loads read the same addresses either way. */
+    const auto prefetch = [&]() {
+        const unsigned part = threadIdx.x % 16;
+        for (size_t row = threadIdx.x / 16; part < SCAN_PREFETCH_LINES && row < t;
+             row += SCAN_THREADS / 16) {
+            const size_t hr = head0 + row * num_v, qr = qk0 + row * qk_row;
+            const float *p = part < 4    ? k + qr * MEMRA__S + part * MEMRA__LANES
+                             : part < 8  ? q + qr * MEMRA__S + (part - 4) * MEMRA__LANES
+                             : part == 8 ? v + hr * MEMRA__S + c0
+                             : part == 9 ? g_log + hr
+                                         : beta + hr;
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+        }
+    };
+    if (MAP) {
+        scan_rows<VEC, AHEAD>(a, [&](float(&s)[SCAN_NC][SCAN_ELEMS]) {
+        /* The state's values as operands of an (empty) volatile asm, so that the compiler
+         * issues their loads here, before the wait, rather than next to their first use. */
+#pragma unroll
+            for (int n = 0; n < SCAN_NC; n++)
+#pragma unroll
+                for (int e = 0; e < SCAN_ELEMS; e++)
+                    asm volatile("" : "+f"(s[n][e]));
+            memra__pdl_wait();
+            prefetch();
+        });
+    } else {
+        prefetch();
+        scan_rows<VEC, AHEAD>(a, [](float(&)[SCAN_NC][SCAN_ELEMS]) {});
     }
-
-    scan_rows<VEC, AHEAD>(a);
 }
 
 /* Grid: one block per (sequence, head, group of SCAN_COLS columns), flattened into x as
