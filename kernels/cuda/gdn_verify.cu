@@ -396,15 +396,13 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
 }
 
 /* The verify's scan: gdn_rowloop.cuh's block in the shapes below. The wide one stages 8 rows at a
- * time whatever t. The narrow one (one column a thread) stages 8 rows in blocks of 32 columns
- * (4 warps, 4 blocks per head) when t <= 8, and 16 rows in blocks of 16 columns (2 warps)
- * otherwise. At t <= 8 a block of 4 warps stages its 8 rows two a warp, where 2 warps staged four
- * each, and a head's k and q rows are staged by 4 blocks instead of 8: what follows the wait for
- * the prologue is shorter (NOTES.md). Blocks of 32 columns staging 16 rows have not been measured,
- * so 16 stay there. */
+ * time whatever t. The narrow one (one column a thread) runs in blocks of 32 columns (4 warps, 4
+ * blocks per head) and stages 8 rows when t <= 8, 16 otherwise. A block of 4 warps stages its 8
+ * rows two a warp, where blocks of 2 warps staged four each, and a head's k and q rows are staged
+ * by 4 blocks instead of 8: what follows the wait for the prologue is shorter (NOTES.md). */
 typedef scan_cfg<2, 64, 8> vscan_wide8;
 typedef scan_cfg<1, 32, 8> vscan_narrow8;
-typedef scan_cfg<1, 16, 16> vscan_narrow16;
+typedef scan_cfg<1, 32, 16> vscan_narrow16;
 
 template <class C, int OUT, bool PIPE, int MINB>
 __global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memra__scan_job a)
