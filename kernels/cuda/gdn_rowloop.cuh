@@ -294,28 +294,28 @@ memra__scan_row(float (&s)[NC][32], const float *sk, const float *sq, const floa
 
 /*
  * The same row with the next row's kv computed beside this row's at (both read the state after
- * this row's update): `kv` holds this row's kv on entry and the next row's on return (from the
- * k staged at sk_next). The same operations on the same values as memra__scan_row; only one
- * reduction per row is then on the recurrence's critical path instead of two.
+ * this row's update): `kv` holds this row's kv on entry and the next row's on return. The row's
+ * k arrives in registers (kk) and the next row's is loaded from sk_next into kn, so that the
+ * caller hands it to the next row instead of that row reading it again: a row reads two staged
+ * rows (q, the next k) where it read three, a third less of the shared-memory traffic the
+ * narrow scan's rows are bound by (NOTES.md). The same operations on the same values as
+ * memra__scan_row; only one reduction per row is then on the recurrence's critical path instead
+ * of two.
  */
 template <int NC>
 static __device__ __forceinline__ void
-memra__scan_row_pipe(float (&s)[NC][32], const float *sk, const float *sq, const float *sk_next,
-                     const float (&v)[NC], float gd, float bt, unsigned j, float (&kv)[NC],
-                     float (&at)[NC], float (&delta)[NC])
+memra__scan_row_pipe(float (&s)[NC][32], const float (&kk)[32], const float *sq,
+                     const float *sk_next, const float (&v)[NC], float gd, float bt, unsigned j,
+                     float (&kv)[NC], float (&at)[NC], float (&delta)[NC], float (&kn)[32])
 {
-    {
-        float kk[32];
-        load_kq(kk, sk, j);
 #pragma unroll
-        for (int n = 0; n < NC; n++) {
-            delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
+    for (int n = 0; n < NC; n++) {
+        delta[n] = __fmul_rn(__fmaf_rn(-gd, kv[n], v[n]), bt);
 #pragma unroll
-            for (int e = 0; e < 32; e++)
-                s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
-        }
+        for (int e = 0; e < 32; e++)
+            s[n][e] = __fmaf_rn(gd, s[n][e], __fmul_rn(kk[e], delta[n]));
     }
-    float qq[32], kn[32];
+    float qq[32];
     load_kq(qq, sq, j);
     load_kq(kn, sk_next, j);
 #pragma unroll
@@ -669,28 +669,8 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
             stage_rows<C>(a, p, sm, r0, nr);
         }
 
-        float kv[C::NC];
-        if (PIPE) {
-            float kk[32];
-            load_kq(kk, sm.k, j);
-#pragma unroll
-            for (int nn = 0; nn < C::NC; nn++)
-                kv[nn] = memra__column_dot(s[nn], kk);
-        }
-#pragma unroll 1
-        for (int rr = 0; rr < nr; rr++) {
-            float vv[C::NC], at[C::NC], delta[C::NC];
-#pragma unroll
-            for (int nn = 0; nn < C::NC; nn++)
-                vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
-            if (PIPE)
-                memra__scan_row_pipe<C::NC>(s, sm.k + rr * SCAN_KST, sm.q + rr * SCAN_KST,
-                                            sm.k + (rr + 1 < nr ? rr + 1 : rr) * SCAN_KST, vv,
-                                            sm.gd[rr], sm.bt[rr], j, kv, at, delta);
-            else
-                memra__scan_row<C::NC, OUT == SCAN_JOURNAL>(s, sm.k + rr * SCAN_KST,
-                                                            sm.q + rr * SCAN_KST, vv, sm.gd[rr],
-                                                            sm.bt[rr], j, at, delta);
+        /* Row rr's outputs: o, and a journal's deltas. */
+        const auto row_out = [&](const float(&at)[C::NC], const float(&delta)[C::NC]) {
 #pragma unroll
             for (int nn = 0; nn < C::NC; nn++)
                 if (j == (unsigned)nn)
@@ -703,6 +683,46 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                 jdelta += 2 * jrow;
             }
             op += row_step;
+        };
+        if (PIPE) {
+            /* Each row's k stays in registers from the row before (ka and kb in turn, two rows
+             * an iteration, so that no copy between them is needed); the chunk's last row
+             * computes a kv from its own k again, which the next chunk does not use. */
+            float kv[C::NC], ka[32], kb[32];
+            load_kq(ka, sm.k, j);
+#pragma unroll
+            for (int nn = 0; nn < C::NC; nn++)
+                kv[nn] = memra__column_dot(s[nn], ka);
+            const auto pipe_row = [&](int rr, const float(&kk)[32], float(&kn)[32]) {
+                float vv[C::NC], at[C::NC], delta[C::NC];
+#pragma unroll
+                for (int nn = 0; nn < C::NC; nn++)
+                    vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+                memra__scan_row_pipe<C::NC>(s, kk, sm.q + rr * SCAN_KST,
+                                            sm.k + (rr + 1 < nr ? rr + 1 : rr) * SCAN_KST, vv,
+                                            sm.gd[rr], sm.bt[rr], j, kv, at, delta, kn);
+                row_out(at, delta);
+            };
+            int rr = 0;
+#pragma unroll 1
+            for (; rr + 1 < nr; rr += 2) {
+                pipe_row(rr, ka, kb);
+                pipe_row(rr + 1, kb, ka);
+            }
+            if (rr < nr)
+                pipe_row(rr, ka, kb);
+        } else {
+#pragma unroll 1
+            for (int rr = 0; rr < nr; rr++) {
+                float vv[C::NC], at[C::NC], delta[C::NC];
+#pragma unroll
+                for (int nn = 0; nn < C::NC; nn++)
+                    vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+                memra__scan_row<C::NC, OUT == SCAN_JOURNAL>(s, sm.k + rr * SCAN_KST,
+                                                            sm.q + rr * SCAN_KST, vv, sm.gd[rr],
+                                                            sm.bt[rr], j, at, delta);
+                row_out(at, delta);
+            }
         }
     }
     memra__cp_wait_all(); /* a commit of no rows never waited for its tile */
