@@ -38,6 +38,22 @@ static __device__ __forceinline__ float memra__warp_sum_down(float x)
     return x;
 }
 
+/* griddepcontrol.wait and .launch_dependents, the two halves of memra__pdl_enter below; a kernel
+ * that reads something its predecessor cannot write before it waits (the verify's scans) calls
+ * them apart. */
+static __device__ __forceinline__ void memra__pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void memra__pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /*
  * Programmatic dependent launch (Hopper and newer). Every kernel of this library is launched
  * with programmatic stream serialisation where the device supports it, so the next kernel on the
@@ -53,25 +69,8 @@ static __device__ __forceinline__ float memra__warp_sum_down(float x)
  */
 static __device__ __forceinline__ void memra__pdl_enter(void)
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/* griddepcontrol.wait and .launch_dependents on their own, for a kernel that reads something its
- * predecessor cannot write before it waits (the verify's scans). */
-static __device__ __forceinline__ void memra__pdl_wait(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void memra__pdl_trigger(void)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    memra__pdl_trigger();
+    memra__pdl_wait();
 }
 
 /* The compute capability major of the current device into *major; the CUDA error of the query. */

@@ -669,6 +669,12 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
             stage_rows<C>(a, p, sm, r0, nr);
         }
 
+        /* Row rr's v of the thread's columns. */
+        const auto row_v = [&](int rr, float(&vv)[C::NC]) {
+#pragma unroll
+            for (int nn = 0; nn < C::NC; nn++)
+                vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+        };
         /* Row rr's outputs: o, and a journal's deltas. */
         const auto row_out = [&](const float(&at)[C::NC], const float(&delta)[C::NC]) {
 #pragma unroll
@@ -695,9 +701,7 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                 kv[nn] = memra__column_dot(s[nn], ka);
             const auto pipe_row = [&](int rr, const float(&kk)[32], float(&kn)[32]) {
                 float vv[C::NC], at[C::NC], delta[C::NC];
-#pragma unroll
-                for (int nn = 0; nn < C::NC; nn++)
-                    vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+                row_v(rr, vv);
                 memra__scan_row_pipe<C::NC>(s, kk, sm.q + rr * SCAN_KST,
                                             sm.k + (rr + 1 < nr ? rr + 1 : rr) * SCAN_KST, vv,
                                             sm.gd[rr], sm.bt[rr], j, kv, at, delta, kn);
@@ -715,9 +719,7 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
 #pragma unroll 1
             for (int rr = 0; rr < nr; rr++) {
                 float vv[C::NC], at[C::NC], delta[C::NC];
-#pragma unroll
-                for (int nn = 0; nn < C::NC; nn++)
-                    vv[nn] = sm.v[rr * C::COLS + nn * C::G + grp];
+                row_v(rr, vv);
                 memra__scan_row<C::NC, OUT == SCAN_JOURNAL>(s, sm.k + rr * SCAN_KST,
                                                             sm.q + rr * SCAN_KST, vv, sm.gd[rr],
                                                             sm.bt[rr], j, at, delta);
