@@ -25,7 +25,8 @@
  *   count, the wide one otherwise; the wide shape stages 8 rows at a time whatever t, the
  *   narrow one 8 when t <= 8 and 16 otherwise (a commit has t = 0); OUT FINAL for FINAL_ONLY
  *   (and SNAPSHOTS at t = 1), JOURNAL for a JOURNAL verify and for a commit; MINB, the blocks
- *   per multiprocessor its registers are bounded for: 4, every shape having 128 threads.
+ *   per multiprocessor its registers are bounded for: 4 for the wide shape, 2 for the narrow
+ *   one (both of 128 threads).
  *                                                                 -> `verify_scan`, `journal`
  * - gdn_prep_kernel (every test's per-row program), gdn_rollback_kernel (`verify_scan`) and
  *   state_copy_kernel (`copies`: its 16-byte and 4-byte paths, picked per copy by alignment).

@@ -437,11 +437,16 @@ static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, v
  * spilling by reading each row's k again for the update (gdn_rowloop.cuh); spilling 24 bytes
  * there, it was already faster than bounded to 3, also on large grids: ornith, T = 8, JOURNAL
  * 97.2 us against 103.0 at B = 32 (H200, one run). The narrow shape, whose launches are too few to
- * fill the device and so latency-bound, computes the next row's kv beside this row's at. */
+ * fill the device and so latency-bound, computes the next row's kv beside this row's at, and is
+ * bounded for 2 blocks per multiprocessor (at most 144 registers, no spill; 3 blocks still fit):
+ * it is taken only when the wide shape's blocks are fewer than the multiprocessors, so its own
+ * blocks (twice as many) average fewer than two per multiprocessor, and the bound costs no
+ * residency (NOTES.md). */
 template <class C, int OUT>
 static int launch_vscan_out(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
-    return launch_vscan_out_x<C, OUT, C::NC == 1, 512 / C::NT>(job, b_n, sms, stream);
+    constexpr int MINB = C::NC == 1 ? 256 / C::NT : 512 / C::NT;
+    return launch_vscan_out_x<C, OUT, C::NC == 1, MINB>(job, b_n, sms, stream);
 }
 
 /* The scan's flavour: the journal's, or the final state alone. */
