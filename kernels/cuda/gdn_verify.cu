@@ -158,10 +158,11 @@ static __device__ __forceinline__ void chan_ring_load(conv_chan<DCONV> &ch, cons
 /* A journal's n accepted raw inputs rolled into the window (only the last PAD of them stay in
  * it); the folded ring is written back at once when n > 0, since the new rows are not
  * committed. Window slot j ends up holding element n + j of the old window followed by the
- * accepted rows: accepted row n - PAD + j when n + j >= PAD, old slot n + j otherwise. The rows
- * that stay (at most PAD) are loaded together, so that the fold waits for memory once, not once
- * per row, and the old slots move by a shift in binary steps of fixed size, so that the window
- * stays in registers (indexed by n, it went to local memory). */
+ * accepted rows: accepted row n - PAD + j when n + j >= PAD, old slot n + j otherwise. The old
+ * slots move by a shift of n in binary steps of fixed size, so that the window stays in registers
+ * (indexed by n, it went to local memory); when n >= PAD every slot is then replaced. The rows
+ * that stay (at most PAD) are independent predicated loads, so the fold waits for memory once,
+ * not once per row. */
 template <int DCONV>
 static __device__ __forceinline__ void chan_ring_fold(conv_chan<DCONV> &ch, const chan_seq &q)
 {
@@ -169,28 +170,21 @@ static __device__ __forceinline__ void chan_ring_fold(conv_chan<DCONV> &ch, cons
     const size_t c = ch.c;
     if constexpr (PAD > 0) {
         const uint32_t n = q.n;
-        float rows[PAD];
-#pragma unroll
-        for (int j = 0; j < PAD; j++) {
-            const uint32_t e = n + (uint32_t)j; /* element e of window ++ rows */
-            rows[j] =
-                e >= (uint32_t)PAD
-                    ? q.jr[MEMRA__JOURNAL_HEADER + (2 * (size_t)(e - PAD) + q.half) * q.jrow + c]
-                    : 0.0f;
-        }
-        const uint32_t shift = n < (uint32_t)PAD ? n : 0;
 #pragma unroll
         for (int b = 1; b < PAD; b *= 2) {
-            if (shift & (uint32_t)b) {
+            if (n & (uint32_t)b) {
 #pragma unroll
                 for (int j = 0; j + b < PAD; j++)
                     ch.win[j] = ch.win[j + b];
             }
         }
 #pragma unroll
-        for (int j = 0; j < PAD; j++)
-            if (n + (uint32_t)j >= (uint32_t)PAD)
-                ch.win[j] = rows[j];
+        for (int j = 0; j < PAD; j++) {
+            const uint32_t e = n + (uint32_t)j; /* element e of window ++ rows */
+            if (e >= (uint32_t)PAD)
+                ch.win[j] =
+                    q.jr[MEMRA__JOURNAL_HEADER + (2 * (size_t)(e - PAD) + q.half) * q.jrow + c];
+        }
         if (n > 0) {
 #pragma unroll
             for (int j = 0; j < PAD; j++)
