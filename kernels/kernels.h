@@ -393,18 +393,20 @@ typedef struct memra__verify_args {
  * The CUDA verify's workspace (floats), for b_n sequences x t rows (t = 0: a commit): the
  * prologue's normalised q and k per key head ([rows, num_k, S] each, transposed), the v channels
  * ([rows, num_v, S]), g_log and beta ([rows, num_v] each, rounded up to 4), and the verdict on
- * each sequence's journal (3 words per sequence, rounded up to 4). 0 when the size overflows.
+ * each sequence's journal with a count of its scan blocks that have ended (4 words per sequence).
+ * 0 when the size overflows.
  */
 static inline size_t memra__verify_workspace_words(size_t b_n, size_t t, size_t num_k, size_t num_v)
 {
-    size_t rows, qk, v, gates, total;
+    size_t rows, qk, v, gates, seqw, total;
     if (__builtin_mul_overflow(b_n, t, &rows) ||
         __builtin_mul_overflow(rows, num_k * (size_t)MEMRA__S, &qk) ||
         __builtin_mul_overflow(rows, num_v * (size_t)MEMRA__S, &v) ||
         __builtin_mul_overflow(rows, num_v, &gates) || gates > SIZE_MAX / 4 || qk > SIZE_MAX / 4 ||
         __builtin_add_overflow(2 * qk, v, &total) ||
         __builtin_add_overflow(total, 2 * MEMRA__ROUND4(gates), &total) ||
-        __builtin_add_overflow(total, MEMRA__ROUND4(3 * b_n), &total))
+        __builtin_mul_overflow(b_n, (size_t)4, &seqw) ||
+        __builtin_add_overflow(total, seqw, &total))
         return 0;
     return total;
 }

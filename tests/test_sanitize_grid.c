@@ -26,7 +26,9 @@
  *   narrow one 8 when t <= 8 and 16 otherwise (a commit has t = 0); OUT FINAL for FINAL_ONLY
  *   (and SNAPSHOTS at t = 1), JOURNAL for a JOURNAL verify and for a commit; MINB, the blocks
  *   per multiprocessor its registers are bounded for: 4 for the wide shape, 2 for the narrow
- *   one (both of 128 threads).
+ *   one (both of 128 threads); FOLD_FIRST for a journal scan whose grid is resident at once
+ *   (always in the narrow shape; in the wide one when b_n * num_v * 2 is at most 4 blocks per
+ *   multiprocessor), so the wide journal also runs on more sequences than that.
  *                                                                 -> `verify_scan`, `journal`
  * - gdn_prep_kernel (every test's per-row program), gdn_rollback_kernel (`verify_scan`) and
  *   state_copy_kernel (`copies`: its 16-byte and 4-byte paths, picked per copy by alignment).
@@ -34,7 +36,9 @@
  * Sizes. The small model shape (num_k 2, num_v 4), d_conv 4 unless a case varies it, so that the
  * sanitized run stays short. Narrow cases take b_n = 2 (b_n * num_v * 2 = 16: below the
  * multiprocessor count of any GPU with more than 16), wide cases b_n = 20 (160: not below the
- * count of any GPU with up to 160 multiprocessors, the H200's 132 and the B200's 148 among them).
+ * count of any GPU with up to 160 multiprocessors, the H200's 132 and the B200's 148 among them);
+ * one wide journal case takes b_n = 80 (640 blocks: more than 4 per multiprocessor on any GPU
+ * with up to 159, so the grid takes more than one wave).
  * The 8-row staging takes t = 3 (odd, so the final state goes to the alternate buffer), and
  * t = 9 when wide (two staged chunks of 8 and 1 rows); the narrow 16-row staging t = 17, where it
  * is cheap enough to also cross from one staged chunk to the next.
@@ -55,6 +59,7 @@
 #define KG_NUM_V ((size_t)4)
 #define KG_NARROW_B ((size_t)2)
 #define KG_WIDE_B ((size_t)20)
+#define KG_WAVES_B ((size_t)80)
 #define KG_T8 ((size_t)3)
 #define KG_T9_WIDE ((size_t)9)
 #define KG_T16_NARROW ((size_t)17)
@@ -499,14 +504,15 @@ typedef struct kg_journal_case {
 
 /* Narrow and wide at d_conv 4: the narrow second verify stages 16 rows at a time, the wide one 8
  * (two chunks of its 9 rows). The commit (t = 0, 8 rows staged) folds up to t2 rows: two chunks
- * (wide) or three (narrow). Then every other conv width, narrow, for the prologue's journal
- * instantiations. */
+ * (wide) or three (narrow). The wide shape again on a grid of several waves, whose scan takes
+ * the prologue's verdict after its wait. Then every other conv width, narrow, for the prologue's
+ * journal instantiations. */
 static const kg_journal_case kg_journal_cases[] = {
     {KG_NARROW_B, KG_T8, KG_T16_NARROW, 4}, {KG_WIDE_B, KG_T8, KG_T9_WIDE, 4},
-    {KG_NARROW_B, KG_T8, KG_T8, 1},         {KG_NARROW_B, KG_T8, KG_T8, 2},
-    {KG_NARROW_B, KG_T8, KG_T8, 3},         {KG_NARROW_B, KG_T8, KG_T8, 5},
-    {KG_NARROW_B, KG_T8, KG_T8, 6},         {KG_NARROW_B, KG_T8, KG_T8, 7},
-    {KG_NARROW_B, KG_T8, KG_T8, 8},
+    {KG_WAVES_B, KG_T8, KG_T9_WIDE, 4},     {KG_NARROW_B, KG_T8, KG_T8, 1},
+    {KG_NARROW_B, KG_T8, KG_T8, 2},         {KG_NARROW_B, KG_T8, KG_T8, 3},
+    {KG_NARROW_B, KG_T8, KG_T8, 5},         {KG_NARROW_B, KG_T8, KG_T8, 6},
+    {KG_NARROW_B, KG_T8, KG_T8, 7},         {KG_NARROW_B, KG_T8, KG_T8, 8},
 };
 
 /* The count of sequence s out of t rows: t - s % (t + 1), so that the sequences take every count

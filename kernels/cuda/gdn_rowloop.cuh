@@ -42,8 +42,8 @@
 #define SCAN_SST 132
 #define SCAN_KRUN 40
 #define SCAN_KST (4 * SCAN_KRUN)
-/* The slot word of seq_info (n, slot, capacity per sequence) for a sequence the prologue
- * refused (gdn_verify.cu). */
+/* The slot word of seq_info (n, slot, capacity, blocks ended, per sequence) for a sequence the
+ * prologue refused (gdn_verify.cu). */
 #define SCAN_REFUSED 0xffffffffu
 
 /* A block's shape: NC columns per thread, COLS per block, TC rows staged at a time. */
@@ -432,8 +432,15 @@ typedef struct memra__scan_job {
     size_t num_v, num_k, qk_heads, t;
     float scale;
     int grouped;
-    /* Verify only: the prologue's verdict on each sequence's journal (table entry 2). */
-    const uint32_t *seq_info;
+    /* Journal scans only: the prologue's verdict on each sequence's journal (table entry 2), 4
+     * words per sequence: the rows to fold, their slot (or SCAN_REFUSED), the capacity the
+     * header records, and a count of the sequence's blocks that have ended, which the prologue
+     * zeroes. A scan that folds before its wait checks the journal itself instead, against the
+     * accepted counts and the declared capacity (the prologue's memra__journal_check, the same
+     * verdict). */
+    const uint32_t *accepted;
+    size_t cap;
+    uint32_t *seq_info;
     size_t conv_dim;
     uint32_t d_conv;
     /* How many blocks of the grid are resident at once (0: unknown); see take_tile. */
@@ -569,14 +576,43 @@ static __device__ __forceinline__ void stage_fold(const memra__scan_job &a, cons
     }
 }
 
+/* The fold of a journal's n accepted rows into this thread's state words, TC journal rows at a
+ * time: each `s = fma(gd, s, k * delta)` with the k, delta and gd the verify that wrote the row
+ * recorded. The first chunk is staged and waited for by the caller. */
+template <class C>
+static __device__ __forceinline__ void fold_journal(const memra__scan_job &a, const scan_pos &p,
+                                                    const scan_smem<C> &sm, float (&s)[C::NC][32],
+                                                    const float *jr, uint32_t half, uint32_t n,
+                                                    unsigned grp, unsigned j)
+{
+    for (uint32_t r0 = 0; r0 < n; r0 += C::TC) {
+        const int nr = (int)(n - r0 < (uint32_t)C::TC ? n - r0 : (uint32_t)C::TC);
+        if (r0 > 0) {
+            __syncthreads(); /* the previous chunk's staging has been read */
+            stage_fold<C>(a, p, sm, jr, half, r0, nr);
+            memra__cp_wait_all();
+            __syncthreads();
+        }
+#pragma unroll 1
+        for (int rr = 0; rr < nr; rr++) {
+            float d[C::NC];
+#pragma unroll
+            for (int nn = 0; nn < C::NC; nn++)
+                d[nn] = sm.fd[rr * C::COLS + nn * C::G + grp];
+            memra__fold_row<C::NC>(s, sm.fk + rr * SCAN_KST, d, sm.fg[rr], j);
+        }
+    }
+}
+
 /*
  * The scan of one block: (sequence b, head h, columns c0 .. c0 + COLS - 1), inputs from the
- * prologue's workspace. The state is read before griddepcontrol.wait: the prologue, which runs
- * before, never writes a state, and it lets this kernel launch only after its own wait, so every
- * earlier writer of the state has completed. The dependents may launch after the row loop. OUT
- * is what the block writes besides o (above).
+ * prologue's workspace. The state is read before griddepcontrol.wait, and a journal is checked
+ * and folded there too: the prologue, which runs before, never writes a state, a journal's
+ * header or its accepted slot, and it lets this kernel launch only after its own wait, so every
+ * earlier writer of them has completed. The dependents may launch after the row loop. OUT is
+ * what the block writes besides o (above).
  */
-template <class C, int OUT, bool PIPE>
+template <class C, int OUT, bool PIPE, bool FOLD_FIRST>
 static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &a)
 {
     const scan_smem<C> sm;
@@ -601,65 +637,83 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     const bool svec = (((uintptr_t)sin | (uintptr_t)sout) & 15u) == 0;
     tile_load<C>(sm.tile, sin, svec);
 
-    memra__pdl_wait();
-
     float s[C::NC][32];
-    /* This thread's output column(s) of row 0; a row advances by num_v heads. */
-    float *op = a.o + (b * t * num_v + p.h) * MEMRA__S + p.c0 + grp;
-    const size_t row_step = num_v * MEMRA__S;
 
     /* JOURNAL: n accepted rows to fold from slot `half`, the new rows go to slot 1 - half. */
     float *jr = nullptr;
-    uint32_t half = 0, n = 0;
+    uint32_t half = 0, cap = 0, n = 0;
+    if (OUT == SCAN_JOURNAL && FOLD_FIRST) {
+        /* The fold reads only what earlier operations wrote (the journal's accepted slot, its
+         * header, the counts), all complete before this kernel launched, and the prologue
+         * writes none of it: so this block checks the journal and folds it before its wait,
+         * while the prologue runs. The verdict is the prologue's (same function, same words);
+         * the prologue records a refusal. */
+        const uint64_t addr = a.in_table[b * a.in_stride + 1];
+        memra__journal_verdict v = {MEMRA__ERR_JOURNAL_ADDRESS, 0, 0, 0, 0, 0};
+        if (addr != 0 && (addr & 3u) == 0) {
+            jr = (float *)(uintptr_t)addr;
+            v = memra__journal_check((const uint32_t *)jr, a.accepted[b], a.num_k, num_v, a.d_conv,
+                                     a.grouped, a.cap, t);
+        }
+        if (v.what != 0) {
+            memra__pdl_wait();
+            memra__cp_wait_all();
+            return;
+        }
+        n = v.n;
+        half = v.half;
+        cap = v.cap;
+        /* The fold's first chunk is staged beside the state tile, so that one wait covers both. */
+        if (n > 0)
+            stage_fold<C>(a, p, sm, jr, half, 0, n < (uint32_t)C::TC ? (int)n : C::TC);
+        memra__cp_wait_all();
+        __syncthreads();
+        take_tile<C>(s, sm, a, grp, j);
+        if (n > 0) {
+            fold_journal<C>(a, p, sm, s, jr, half, n, grp, j);
+            regs_store<C>(sout, sm.tile, s, grp, j, svec);
+        }
+    }
+
+    memra__pdl_wait();
+
+    /* This thread's output column(s) of row 0; a row advances by num_v heads. */
+    float *op = a.o + (b * t * num_v + p.h) * MEMRA__S + p.c0 + grp;
+    const size_t row_step = num_v * MEMRA__S;
     const size_t jrow = MEMRA__JOURNAL_ROW(a.conv_dim, num_v, a.num_k);
     /* Where row 0's deltas of this thread's columns go (slot 1 - half); each row is 2 journal
      * rows further. The rows' gd are the prologue's to write. */
     float *jdelta = nullptr;
     if (OUT == SCAN_JOURNAL) {
-        n = a.seq_info[3 * b];
-        half = a.seq_info[3 * b + 1];
-        if (half == SCAN_REFUSED) {
-            memra__cp_wait_all();
-            return;
+        if (!FOLD_FIRST) {
+            n = a.seq_info[4 * b];
+            half = a.seq_info[4 * b + 1];
+            cap = a.seq_info[4 * b + 2];
+            if (half == SCAN_REFUSED) {
+                memra__cp_wait_all();
+                return;
+            }
+            jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
         }
-        jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
         /* MEMRA__JOURNAL_DELTA(conv_dim, num_k + h) is head h's first delta: head 0's plus
          * h * S words. */
         jdelta = jr + MEMRA__JOURNAL_HEADER + (1 - half) * jrow +
                  MEMRA__JOURNAL_DELTA(a.conv_dim, a.num_k + p.h) + p.c0 + grp;
     }
-    /* The first chunk of the fold's journal rows and of the new rows are staged together, so
-     * that one wait covers them and the state tile. */
-    const int nf0 = (int)(n < (uint32_t)C::TC ? n : (uint32_t)C::TC);
-    if (OUT == SCAN_JOURNAL && nf0 > 0)
-        stage_fold<C>(a, p, sm, jr, half, 0, nf0);
+    /* Unless folded already, the first chunk of the fold's journal rows and of the new rows are
+     * staged together, so that one wait covers them and the state tile. */
+    if (OUT == SCAN_JOURNAL && !FOLD_FIRST && n > 0)
+        stage_fold<C>(a, p, sm, jr, half, 0, n < (uint32_t)C::TC ? (int)n : C::TC);
     const int nr0 = (int)(t < (size_t)C::TC ? t : (size_t)C::TC);
     stage_rows<C, false>(a, p, sm, 0, nr0);
     memra__cp_wait_all();
     __syncthreads();
-    take_tile<C>(s, sm, a, grp, j);
-
-    if (OUT == SCAN_JOURNAL && n > 0) {
-        /* The fold, TC journal rows at a time: each `s = fma(gd, s, k * delta)` with the k,
-         * delta and gd the verify that wrote the row recorded. */
-        for (uint32_t r0 = 0; r0 < n; r0 += C::TC) {
-            const int nr = (int)(n - r0 < (uint32_t)C::TC ? n - r0 : (uint32_t)C::TC);
-            if (r0 > 0) {
-                __syncthreads();
-                stage_fold<C>(a, p, sm, jr, half, r0, nr);
-                memra__cp_wait_all();
-                __syncthreads();
-            }
-#pragma unroll 1
-            for (int rr = 0; rr < nr; rr++) {
-                float d[C::NC];
-#pragma unroll
-                for (int nn = 0; nn < C::NC; nn++)
-                    d[nn] = sm.fd[rr * C::COLS + nn * C::G + grp];
-                memra__fold_row<C::NC>(s, sm.fk + rr * SCAN_KST, d, sm.fg[rr], j);
-            }
+    if (!(OUT == SCAN_JOURNAL && FOLD_FIRST)) {
+        take_tile<C>(s, sm, a, grp, j);
+        if (OUT == SCAN_JOURNAL && n > 0) {
+            fold_journal<C>(a, p, sm, s, jr, half, n, grp, j);
+            regs_store<C>(sout, sm.tile, s, grp, j, svec);
         }
-        regs_store<C>(sout, sm.tile, s, grp, j, svec);
     }
 
     for (size_t r0 = 0; r0 < t; r0 += C::TC) {
@@ -727,17 +781,28 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
             }
         }
     }
-    memra__cp_wait_all(); /* a commit of no rows never waited for its tile */
 
     memra__pdl_trigger();
     if (OUT != SCAN_JOURNAL) {
         regs_store<C>(sout, sm.tile, s, grp, j, svec);
         return;
     }
-    /* The journal's header, by one block of the sequence: no block of this kernel reads it (the
-     * prologue passed its verdict through seq_info), and the next operation runs after this
-     * one has completed. */
-    if (p.h == 0 && cb == 0 && tid == 0) {
+    /* The journal's header, by one block of the sequence; the next operation runs after this
+     * one has completed. Where blocks read the header themselves (FOLD_FIRST), every block of
+     * the sequence reads the old one at its start and counts its end only after that (the
+     * barrier), and the last to end writes it (the prologue zeroed the count); otherwise no
+     * block reads it (the prologue passed its verdict), and the sequence's first block does.
+     * A block's count cannot overtake its read of the header: the header's words decided
+     * whether the block reaches the count at all (a refused block returns above), and a warp
+     * does not pass a branch before the loads it depends on have returned. */
+    bool last;
+    if (FOLD_FIRST) {
+        __syncthreads();
+        last = tid == 0 && atomicAdd(a.seq_info + 4 * b + 3, 1u) == (uint32_t)(num_v * C::BPH) - 1;
+    } else {
+        last = p.h == 0 && cb == 0 && tid == 0;
+    }
+    if (last) {
         uint32_t *hd = (uint32_t *)jr;
         hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
         hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
@@ -746,7 +811,7 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
         hd[MEMRA__JH_NUM_V] = (uint32_t)num_v;
         hd[MEMRA__JH_D_CONV] = a.d_conv;
         hd[MEMRA__JH_GROUPED] = (uint32_t)a.grouped;
-        hd[MEMRA__JH_T_MAX] = a.seq_info[3 * b + 2];
+        hd[MEMRA__JH_T_MAX] = cap;
         hd[MEMRA__JH_ROWS] = (uint32_t)t;
         hd[MEMRA__JH_HALF] = t > 0 ? 1u - half : 0u;
     }

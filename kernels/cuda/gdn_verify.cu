@@ -15,14 +15,17 @@
  *    checks the sequence's journal header and accepted count (memra__journal_check, every block
  *    the same verdict), folds the accepted rows' raw inputs into the ring, and writes the new
  *    rows' raw qkv, normalised k and gd into the journal's free slot. Its block 0 of each
- *    sequence leaves the verdict in the workspace for the scan. It waits for its predecessor
- *    before it reads anything, and only then lets the scan launch.
+ *    sequence records a refusal and zeroes the word the scan's blocks count their ends on. It
+ *    waits for its predecessor before it reads anything, and only then lets the scan launch.
  *
  * 2. The scan. FINAL_ONLY, JOURNAL and the commit run gdn_rowloop.cuh's row loop
  * (gdn_verify_scan_kernel): it issues its state loads before griddepcontrol.wait, so the state
- * transfer overlaps the prologue; then it reads the normalised rows from the workspace, folds the
- * journal's accepted rows (reduction-free: the recorded deltas), runs the new rows, and writes o,
- * the final state or the folded state, the new rows' deltas and the journal header. A SNAPSHOTS
+ * transfer overlaps the prologue, and a journal scan also checks the journal (the prologue's
+ * verdict, computed again from the same words) and folds its accepted rows (reduction-free: the
+ * recorded deltas) before that wait, since they are earlier operations' results that the
+ * prologue does not touch; then it reads the normalised rows from the workspace, runs the new
+ * rows, and writes o, the final state or the folded state, the new rows' deltas and, from the
+ * sequence's last block to end, the journal header. A SNAPSHOTS
  * verify of t >= 2 rows runs the 1.0 packed scan (gdn_scan.cu) on the workspace instead: that
  * layout stores each snapshot straight from registers with 16-byte stores, where the row loop's
  * go through its shared-memory tile, and it measured faster for SNAPSHOTS at every B (ornith,
@@ -311,9 +314,10 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
                                      a.grouped, a.cap, t);
         }
         if (u == 0 && tid == 0) {
-            ws.seq[3 * b] = v.n;
-            ws.seq[3 * b + 1] = v.what != 0 ? SCAN_REFUSED : v.half;
-            ws.seq[3 * b + 2] = v.cap;
+            ws.seq[4 * b] = v.n;
+            ws.seq[4 * b + 1] = v.what != 0 ? SCAN_REFUSED : v.half;
+            ws.seq[4 * b + 2] = v.cap;
+            ws.seq[4 * b + 3] = 0; /* the scan's blocks count their ends here */
             if (v.what != 0)
                 record_error(a.err, a.err_claim, a.op, b, v.value, v.limit, v.what);
         }
@@ -419,31 +423,57 @@ typedef scan_cfg<2, 64, 8> vscan_wide8;
 typedef scan_cfg<1, 32, 8> vscan_narrow8;
 typedef scan_cfg<1, 32, 16> vscan_narrow16;
 
-template <class C, int OUT, bool PIPE, int MINB>
+template <class C, int OUT, bool PIPE, int MINB, bool FOLD_FIRST>
 __global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memra__scan_job a)
 {
-    memra__scan_block<C, OUT, PIPE>(a);
+    memra__scan_block<C, OUT, PIPE, FOLD_FIRST>(a);
 }
 
+/* How many blocks of one instantiation are resident at once, into the job (for the scan's L2
+ * prefetch of the next wave's states). */
+template <class C, int OUT, bool PIPE, int MINB, bool FOLD_FIRST>
+static cudaError_t vscan_prepare(memra__scan_job &j, int sms)
+{
+    constexpr size_t smem = OUT == SCAN_JOURNAL ? C::SMEM_JOURNAL : C::SMEM;
+    const cudaError_t err =
+        memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB, FOLD_FIRST>>(smem);
+    if (err != cudaSuccess)
+        return err;
+    int per_sm = 0;
+    const cudaError_t e =
+        memra__kernel_blocks_per_sm<gdn_verify_scan_kernel<C, OUT, PIPE, MINB, FOLD_FIRST>>(
+            C::NT, smem, &per_sm);
+    j.resident = (size_t)per_sm * (size_t)sms;
+    return e;
+}
+
+/* A journal scan whose grid is resident at once folds before its wait (FOLD_FIRST): each of its
+ * blocks runs beside the prologue. Where the grid takes several waves, the blocks of the later
+ * ones start when the prologue is over, and folding first would only add the journal's header
+ * to their chain and a second wait for staged rows (NOTES.md). The narrow shape's grid always
+ * is: it is taken only below twice the multiprocessors in blocks, and 2 of its blocks fit one
+ * (its bound, below), so it has no other instantiation. */
 template <class C, int OUT, bool PIPE, int MINB>
 static int launch_vscan_out_x(const memra__scan_job &job, size_t b_n, int sms, void *stream)
 {
     constexpr size_t smem = OUT == SCAN_JOURNAL ? C::SMEM_JOURNAL : C::SMEM;
-    const cudaError_t err =
-        memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(smem);
-    if (err != cudaSuccess)
-        return (int)err;
-    /* The blocks resident at once, for the scan's L2 prefetch of the next wave's states. */
-    int per_sm = 0;
-    const cudaError_t e = memra__kernel_blocks_per_sm<gdn_verify_scan_kernel<C, OUT, PIPE, MINB>>(
-        C::NT, smem, &per_sm);
+    constexpr bool always_first = OUT == SCAN_JOURNAL && C::NC == 1;
+    const dim3 grid((unsigned)(b_n * job.num_v * C::BPH));
+    memra__scan_job j = job;
+    cudaError_t e = vscan_prepare<C, OUT, PIPE, MINB, always_first>(j, sms);
     if (e != cudaSuccess)
         return (int)e;
-    memra__scan_job j = job;
-    j.resident = (size_t)per_sm * (size_t)sms;
-    const dim3 grid((unsigned)(b_n * job.num_v * C::BPH));
-    return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB>, grid, dim3(C::NT), smem,
-                              stream, j);
+    if constexpr (OUT == SCAN_JOURNAL && !always_first) {
+        if (grid.x <= j.resident) {
+            e = vscan_prepare<C, OUT, PIPE, MINB, true>(j, sms);
+            if (e != cudaSuccess)
+                return (int)e;
+            return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB, true>, grid,
+                                      dim3(C::NT), smem, stream, j);
+        }
+    }
+    return memra__launch_smem(gdn_verify_scan_kernel<C, OUT, PIPE, MINB, always_first>, grid,
+                              dim3(C::NT), smem, stream, j);
 }
 
 /* The shapes' instantiations: at most 128 registers (4 blocks of 128 threads per multiprocessor:
@@ -562,6 +592,8 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     job.t = a->t;
     job.scale = a->scale;
     job.grouped = a->grouped;
+    job.accepted = a->accepted;
+    job.cap = a->cap;
     job.seq_info = ws.seq;
     job.conv_dim = a->conv_dim;
     job.d_conv = (uint32_t)a->d_conv;
