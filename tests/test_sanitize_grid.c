@@ -12,19 +12,19 @@
  * followed here; the coverage step names any kernel the grid no longer reaches):
  * - ssm_conv1d_kernel<D> (the 1.0 conv): D = d_conv, 1 to 8 (memra__with_d_conv). -> `widths`
  * - gdn_prologue_kernel<D, FLAV> (the verify's first kernel): D = d_conv, 1 to 8; FLAV the
- *   snapshot flavour for a SNAPSHOTS verify of t >= 2, the journal flavour for a JOURNAL verify
- *   and a commit, the final flavour for the rest (FINAL_ONLY, SNAPSHOTS at t = 1).
- *                                                                       -> `widths`, `journal`
+ *   snapshot flavour for a SNAPSHOTS verify of t >= 2 and for a FINAL_ONLY or SNAPSHOTS verify
+ *   of one row, the journal flavour for a JOURNAL verify and a commit, the final flavour for the
+ *   rest (FINAL_ONLY at t >= 2).                                  -> `widths`, `journal`, `one_row`
  * - gdn_scan_kernel<VEC, AHEAD, MAP> (the 1.0 scan, also the scan of a SNAPSHOTS verify of
- *   t >= 2): AHEAD 1 for t = 1 (the per-row scan), 2 for t >= 2 (the packed scan); VEC when q, k
- *   and the snapshots are 16-byte aligned; MAP (with AHEAD 2) when q and k hold one head per key
- *   head, as the SNAPSHOTS verify's do (num_k below num_v).
- *                                                            -> `scan_alignment`, `widths`
+ *   t >= 2 and of a non-journal verify of one row): AHEAD 1 for t = 1 (the per-row scan), 2 for
+ *   t >= 2 (the packed scan); VEC when q, k and the snapshots are 16-byte aligned; MAP (with
+ *   AHEAD 2) when q and k hold one head per key head, as a verify's do (num_k below num_v).
+ *                                                 -> `scan_alignment`, `widths`, `one_row`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
  *   count, the wide one otherwise; the wide shape stages 8 rows at a time whatever t, the
  *   narrow one 8 when t <= 8 and 16 otherwise (a commit has t = 0); OUT FINAL for FINAL_ONLY
- *   (and SNAPSHOTS at t = 1), JOURNAL for a JOURNAL verify and for a commit; MINB, the blocks
+ *   of t >= 2, JOURNAL for a JOURNAL verify and for a commit; MINB, the blocks
  *   per multiprocessor its registers are bounded for: 4 for the wide shape, 2 for the narrow
  *   one (both of 128 threads); FOLD_FIRST for a journal scan whose grid is resident at once
  *   (always in the narrow shape; in the wide one when b_n * num_v * 2 is at most 4 blocks per
@@ -341,6 +341,24 @@ static void kg_widths(MemraBackend backend)
 }
 
 TU_TEST_BACKENDS(kernel_grid, widths, kg_widths)
+
+/* ---- One row: the non-journal verifies that take the 1.0 scan at t = 1 ---- */
+
+/* A SNAPSHOTS and a FINAL_ONLY verify of one row (the prologue's snapshot flavour, then the 1.0
+ * scan on its workspace) at b_n 2 and 20, against the per-row program. */
+static void kg_one_row(MemraBackend backend)
+{
+    const size_t batches[] = {KG_NARROW_B, KG_WIDE_B};
+    for (size_t i = 0; i < sizeof batches / sizeof batches[0]; i++) {
+        kg_problem p;
+        kg_problem_make(&p, backend, 4, batches[i], 1);
+        kg_run_bound(&p.bd, &p.in, &p.ref, tu_gdn_verify_step, true, p.desc, "a SNAPSHOTS verify");
+        kg_run_bound(&p.bd, &p.in, &p.ref, kg_final_step, false, p.desc, "a FINAL_ONLY verify");
+        kg_problem_free(&p);
+    }
+}
+
+TU_TEST_BACKENDS(kernel_grid, one_row, kg_one_row)
 
 /* ---- The 1.0 scan's 4-byte instantiations ---- */
 

@@ -254,9 +254,9 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * verify at B = 32, T = 8 about 2.4 us faster (three blocks per multiprocessor instead of four,
  * but no row waits for L2), and changed nothing at B = 1. The per-row op (t == 1) has no next
  * row to wait for and keeps AHEAD = 1: with 2, the T = 8 per-row chain took 48.4 us instead of
- * 44.9 (NOTES.md). q and k of one head per key head (qk_heads below num_v: the SNAPSHOTS verify,
- * t >= 2) take the MAP instantiations, whatever t; every 1.0 operation passes one per value
- * head. */
+ * 44.9 (NOTES.md). q and k of one head per key head (qk_heads below num_v: the scan of a
+ * SNAPSHOTS verify, and of a FINAL_ONLY verify of one row) take the MAP instantiations, whatever
+ * t; every 1.0 operation passes one per value head. */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));

@@ -25,11 +25,12 @@
  * recorded deltas) before that wait, since they are earlier operations' results that the
  * prologue does not touch; then it reads the normalised rows from the workspace, runs the new
  * rows, and writes o, the final state or the folded state, the new rows' deltas and, from the
- * sequence's last block to end, the journal header. A SNAPSHOTS
- * verify of t >= 2 rows runs the 1.0 packed scan (gdn_scan.cu) on the workspace instead: that
- * layout stores each snapshot straight from registers with 16-byte stores, where the row loop's
- * go through its shared-memory tile, and it measured faster for SNAPSHOTS at every B (ornith,
- * T = 8, H200: 14.4 / 52.4 / 184.7 us at B = 1 / 8 / 32 against 17.0 / 58.1 / 205.7).
+ * sequence's last block to end, the journal header. A SNAPSHOTS verify of t >= 2 rows runs the
+ * 1.0 packed scan (gdn_scan.cu) on the workspace instead: that layout stores each snapshot
+ * straight from registers with 16-byte stores, where the row loop's go through its shared-memory
+ * tile, and it measured faster for SNAPSHOTS at every B (ornith, T = 8, H200: 14.4 / 52.4 / 184.7
+ * us at B = 1 / 8 / 32 against 17.0 / 58.1 / 205.7). A FINAL_ONLY or SNAPSHOTS verify of one row
+ * runs it too (verify_packed_scan, below).
  *
  * The conv row, the normalisation and the gates are the 1.0 kernels' own functions (gdn_math.cuh);
  * the scan row is the contract's in gdn_rowloop.cuh's layout, with every rounding pinned. The suite
@@ -48,13 +49,18 @@
 
 /*
  * Which scan follows the prologue. A SNAPSHOTS verify of t >= 2 rows runs the 1.0 packed scan
- * (gdn_scan.cu), whose snapshots leave straight from registers as 16-byte stores, so q and k go
- * to the workspace in their natural order; every other verify and the commit run gdn_rowloop.cuh's
- * scan, which stages them transposed (element 4w + u at 32u + w, memra__perm_index).
+ * (gdn_scan.cu), whose snapshots leave straight from registers as 16-byte stores, and so does a
+ * FINAL_ONLY or SNAPSHOTS verify of one row: with a single row the row loop's staging of the
+ * state through its shared-memory tile and of the rows has nothing to amortise over, and the 1.0
+ * scan, which loads its state and its row straight into registers, measured faster at every B
+ * (ornith, one H100: FINAL_ONLY at T = 1 6.6 us against 7.0 at B = 1, 17.7 against 18.5 at
+ * B = 8, 57.4 against 60.0 at B = 32). Those verifies put q and k in the workspace in their
+ * natural order; every other verify and the commit run gdn_rowloop.cuh's scan, which stages them
+ * transposed (element 4w + u at 32u + w, memra__perm_index).
  */
 static __host__ __device__ bool verify_packed_scan(const memra__verify_args &a)
 {
-    return a.mode != MEMRA__MODE_JOURNAL && a.snap_ssm != nullptr && a.t >= 2;
+    return a.mode != MEMRA__MODE_JOURNAL && (a.t == 1 || (a.snap_ssm != nullptr && a.t >= 2));
 }
 
 /* Prologue blocks: one thread per channel of a head; rows normalised PRO_CHUNK at a time. */
