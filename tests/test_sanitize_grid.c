@@ -17,8 +17,9 @@
  *   rest (FINAL_ONLY at t >= 2).                                  -> `widths`, `journal`, `one_row`
  * - gdn_scan_kernel<VEC, AHEAD, MAP> (the 1.0 scan, also the scan of a SNAPSHOTS verify of
  *   t >= 2 and of a non-journal verify of one row): AHEAD 1 for t = 1 (the per-row scan), 2 for
- *   t >= 2 (the packed scan); VEC when q, k and the snapshots are 16-byte aligned; MAP (with
- *   AHEAD 2) when q and k hold one head per key head, as a verify's do (num_k below num_v).
+ *   t >= 2 (the packed scan); VEC when q, k and the snapshots are 16-byte aligned; MAP when q
+ *   and k hold one head per key head, as a verify's do (num_k below num_v), with AHEAD 1 only for
+ *   a 16-byte aligned verify of one row.
  *                                                 -> `scan_alignment`, `widths`, `one_row`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor

@@ -255,14 +255,19 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * but no row waits for L2), and changed nothing at B = 1. The per-row op (t == 1) has no next
  * row to wait for and keeps AHEAD = 1: with 2, the T = 8 per-row chain took 48.4 us instead of
  * 44.9 (NOTES.md). q and k of one head per key head (qk_heads below num_v: the scan of a
- * SNAPSHOTS verify, and of a FINAL_ONLY verify of one row) take the MAP instantiations, whatever
- * t; every 1.0 operation passes one per value head. */
+ * SNAPSHOTS verify, and of a FINAL_ONLY verify of one row) take the MAP instantiations; every 1.0
+ * operation passes one per value head. A verify of one row holds one row ahead too, as the
+ * per-row op does, when its q and k are 16-byte aligned (as the verify's workspace always is):
+ * the 16-byte form with two rows ahead takes 165 registers and 3 blocks per multiprocessor, with
+ * one 127 and 4. */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
     decltype(&gdn_scan_kernel<true, 1, false>) kernel;
-    if (a->qk_heads != a->num_v)
+    if (a->qk_heads != a->num_v && a->t == 1 && vec)
+        kernel = gdn_scan_kernel<true, 1, true>;
+    else if (a->qk_heads != a->num_v)
         kernel = vec ? gdn_scan_kernel<true, 2, true> : gdn_scan_kernel<false, 2, true>;
     else if (a->t >= 2)
         kernel = vec ? gdn_scan_kernel<true, 2, false> : gdn_scan_kernel<false, 2, false>;
