@@ -265,10 +265,10 @@ static int launch_scan(const memra__scan_args *a, void *stream)
     const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
     decltype(&gdn_scan_kernel<true, 1, false>) kernel;
-    if (a->qk_heads != a->num_v && a->t == 1 && vec)
-        kernel = gdn_scan_kernel<true, 1, true>;
-    else if (a->qk_heads != a->num_v)
-        kernel = vec ? gdn_scan_kernel<true, 2, true> : gdn_scan_kernel<false, 2, true>;
+    if (a->qk_heads != a->num_v)
+        kernel = !vec        ? gdn_scan_kernel<false, 2, true>
+                 : a->t == 1 ? gdn_scan_kernel<true, 1, true>
+                             : gdn_scan_kernel<true, 2, true>;
     else if (a->t >= 2)
         kernel = vec ? gdn_scan_kernel<true, 2, false> : gdn_scan_kernel<false, 2, false>;
     else
