@@ -738,10 +738,22 @@ static int new_table(fuzz *f, size_t entries)
     return idx;
 }
 
+/* The entry of a 1.1 call's own table at which its table view starts, 0 when the call has no
+ * view of it: the view may start anywhere in the buffer. */
+static size_t table_first(const fuzz *f, const call *c)
+{
+    if (c->tab[0] < 0 || c->uses[VS_TABLE] != c->tab[0] || c->p[VS_TABLE] == 0)
+        return 0;
+    return (c->p[VS_TABLE] - (uintptr_t)f->buf[c->tab[0]].ptr) / sizeof(uint64_t);
+}
+
 /* Points every entry of table `idx` at a harness allocation, those of column i (of three)
  * exactly sizes[i] bytes long: one element more read or written by the library is a sanitizer
- * report. `zero` marks the columns whose targets start zero-filled (journals: empty). */
-static void fill_table_columns(fuzz *f, call *c, int idx, const size_t sizes[3], const bool zero[3])
+ * report. `zero` marks the columns whose targets start zero-filled (journals: empty). Columns
+ * count from entry `first`, where the call's view of the table starts (table_first): the library
+ * reads sequence b's row at entries first + 3b .. first + 3b + 2. */
+static void fill_table_columns(fuzz *f, call *c, int idx, size_t first, const size_t sizes[3],
+                               const bool zero[3])
 {
     size_t entries = f->buf[idx].bytes / sizeof(uint64_t);
     uint64_t *host = malloc(entries * sizeof *host);
@@ -754,11 +766,12 @@ static void fill_table_columns(fuzz *f, call *c, int idx, const size_t sizes[3],
     if (host == NULL || grown == NULL || grown_sizes == NULL)
         abort();
     for (size_t i = 0; i < entries; i++) {
-        const size_t bytes = sizes[i % 3] ? sizes[i % 3] : 1;
+        const size_t col = (i + 3 - first % 3) % 3;
+        const size_t bytes = sizes[col] ? sizes[col] : 1;
         void *target = malloc(bytes);
         if (target == NULL)
             abort();
-        memset(target, zero[i % 3] ? 0 : 0x3c, bytes);
+        memset(target, zero[col] ? 0 : 0x3c, bytes);
         c->tsizes[c->n_targets] = bytes;
         c->targets[c->n_targets++] = target;
         host[i] = (uint64_t)(uintptr_t)target;
@@ -776,7 +789,7 @@ static void fill_table(fuzz *f, call *c, int idx, size_t target_bytes)
 {
     const size_t sizes[3] = {target_bytes, target_bytes, target_bytes};
     const bool zero[3] = {false, false, false};
-    fill_table_columns(f, c, idx, sizes, zero);
+    fill_table_columns(f, c, idx, 0, sizes, zero);
     c->target_bytes = target_bytes;
 }
 
@@ -979,7 +992,7 @@ static bool read_call(fuzz *f, reader *r, call *c)
             free_call(f, c);
             return false;
         }
-        fill_table_columns(f, c, c->tab[0], sizes, zero);
+        fill_table_columns(f, c, c->tab[0], table_first(f, c), sizes, zero);
         return true;
     }
 
@@ -1330,8 +1343,7 @@ static void cmd_bad_count(fuzz *f, reader *r)
     const uint8_t which = rd8(r), how = rd8(r);
     /* The table view may start anywhere in the call's table: sequence b's row is entries
      * first + 3b .. first + 3b + 2 of it. */
-    const size_t first =
-        c.tab[0] >= 0 ? (c.p[VS_TABLE] - (uintptr_t)f->buf[c.tab[0]].ptr) / sizeof(uint64_t) : 0;
+    const size_t first = table_first(f, &c);
     if (c.verdict != V_OK || !counted || c.b_n > 64 || c.n_targets < first + 3 * c.b_n) {
         free_call(f, &c);
         return;
@@ -1441,8 +1453,7 @@ static void cmd_journal_garbage(fuzz *f, reader *r)
         return;
     const bool journal =
         c.op == OA_COMMIT || (c.op == OA_V_SNAP && c.mode == MEMRA_VERIFY_MODE_JOURNAL);
-    const size_t first =
-        c.tab[0] >= 0 ? (c.p[VS_TABLE] - (uintptr_t)f->buf[c.tab[0]].ptr) / sizeof(uint64_t) : 0;
+    const size_t first = table_first(f, &c);
     if (c.verdict != V_OK || !journal || c.size_kind != SZ_EXACT || c.b_n > 64 ||
         c.n_targets < first + 3 * c.b_n) {
         free_call(f, &c);
