@@ -339,6 +339,27 @@ static inline MEMRA__HD memra__journal_verdict memra__journal_check(const uint32
 }
 
 /*
+ * The verdict on the journal whose address is a sequence's table entry 2: a NULL or misaligned
+ * address is refused before anything is read (the verdict's value is the address's low word);
+ * otherwise *jr is set to the journal and its header checked (memra__journal_check). The CUDA
+ * prologue and the journal scan that folds before its wait both take their verdict from here, so
+ * that the two agree by construction on the same words.
+ */
+static inline MEMRA__HD memra__journal_verdict memra__journal_at(uint64_t addr, float **jr,
+                                                                 uint32_t accepted, size_t num_k,
+                                                                 size_t num_v, size_t d_conv,
+                                                                 int grouped, size_t cap, size_t t)
+{
+    if (addr == 0 || addr % 4 != 0) {
+        const memra__journal_verdict v = {MEMRA__ERR_JOURNAL_ADDRESS, (uint32_t)addr, 0, 0, 0, 0};
+        return v;
+    }
+    *jr = (float *)(uintptr_t)addr;
+    return memra__journal_check((const uint32_t *)*jr, accepted, num_k, num_v, d_conv, grouped, cap,
+                                t);
+}
+
+/*
  * The whole verify (conv + prep + scan) of b_n sequences x t rows, or a journal commit (t == 0,
  * JOURNAL mode: fold only). Mode values are MemraVerifyMode's.
  *   qkv [b_n, t, conv_dim]; table [b_n, 3]; w [conv_dim, d_conv]; beta_raw, alpha

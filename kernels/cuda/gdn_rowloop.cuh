@@ -436,7 +436,7 @@ typedef struct memra__scan_job {
      * words per sequence: the rows to fold, their slot (or SCAN_REFUSED), the capacity the
      * header records, and a count of the sequence's blocks that have ended, which the prologue
      * zeroes. A scan that folds before its wait checks the journal itself instead, against the
-     * accepted counts and the declared capacity (the prologue's memra__journal_check, the same
+     * accepted counts and the declared capacity (memra__journal_at, as the prologue: the same
      * verdict). */
     const uint32_t *accepted;
     size_t cap;
@@ -648,13 +648,9 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
          * writes none of it: so this block checks the journal and folds it before its wait,
          * while the prologue runs. The verdict is the prologue's (same function, same words);
          * the prologue records a refusal. */
-        const uint64_t addr = a.in_table[b * a.in_stride + 1];
-        memra__journal_verdict v = {MEMRA__ERR_JOURNAL_ADDRESS, 0, 0, 0, 0, 0};
-        if (addr != 0 && (addr & 3u) == 0) {
-            jr = (float *)(uintptr_t)addr;
-            v = memra__journal_check((const uint32_t *)jr, a.accepted[b], a.num_k, num_v, a.d_conv,
-                                     a.grouped, a.cap, t);
-        }
+        const memra__journal_verdict v =
+            memra__journal_at(a.in_table[b * a.in_stride + 1], &jr, a.accepted[b], a.num_k, num_v,
+                              a.d_conv, a.grouped, a.cap, t);
         if (v.what != 0) {
             memra__pdl_wait();
             memra__cp_wait_all();

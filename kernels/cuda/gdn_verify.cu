@@ -310,15 +310,8 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
     chan_ring_load(ch, q);
     if constexpr (FLAV == PRO_JOURNAL) {
         /* Table entries are read now, when the kernel executes. */
-        const uint64_t addr = row[2];
-        memra__journal_verdict v;
-        if (addr == 0 || (addr & 3u) != 0) {
-            v = memra__journal_verdict{MEMRA__ERR_JOURNAL_ADDRESS, (uint32_t)addr, 0, 0, 0, 0};
-        } else {
-            q.jr = (float *)(uintptr_t)addr;
-            v = memra__journal_check((const uint32_t *)q.jr, a.accepted[b], num_k, num_v, a.d_conv,
-                                     a.grouped, a.cap, t);
-        }
+        const memra__journal_verdict v = memra__journal_at(row[2], &q.jr, a.accepted[b], num_k,
+                                                           num_v, a.d_conv, a.grouped, a.cap, t);
         if (u == 0 && tid == 0) {
             ws.seq[4 * b] = v.n;
             ws.seq[4 * b + 1] = v.what != 0 ? SCAN_REFUSED : v.half;
