@@ -31,6 +31,10 @@
  *   (always in the narrow shape; in the wide one when b_n * num_v * 2 is at most 4 blocks per
  *   multiprocessor), so the wide journal also runs on more sequences than that.
  *                                                                 -> `verify_scan`, `journal`
+ * - gdn_verify_scan_v_kernel<scan_cfg, MINB> (the wide FINAL_ONLY scan that computes its v rows
+ *   and gates, after a prologue of key-head units only): FINAL_ONLY of 2 to 8 rows, d_conv <= 4,
+ *   in the wide shape, where the full prologue grid (b_n * (2 num_k + num_v) blocks) exceeds 9.6
+ *   blocks per multiprocessor (1.2 waves of 8).                    -> `v_in_scan`
  * - gdn_prep_kernel (every test's per-row program), gdn_rollback_kernel (`verify_scan`) and
  *   state_copy_kernel (`copies`: its 16-byte and 4-byte paths, picked per copy by alignment).
  *
@@ -39,7 +43,9 @@
  * multiprocessor count of any GPU with more than 16), wide cases b_n = 20 (160: not below the
  * count of any GPU with up to 160 multiprocessors, the H200's 132 and the B200's 148 among them);
  * one wide journal case takes b_n = 80 (640 blocks: more than 4 per multiprocessor on any GPU
- * with up to 159, so the grid takes more than one wave).
+ * with up to 159, so the grid takes more than one wave), and the scan that computes its v rows
+ * b_n = 208 (a full prologue of 1664 blocks: more than 9.6 per multiprocessor on any GPU with up
+ * to 173).
  * The 8-row staging takes t = 3 (odd, so the final state goes to the alternate buffer), and
  * t = 9 when wide (two staged chunks of 8 and 1 rows); the narrow 16-row staging t = 17, where it
  * is cheap enough to also cross from one staged chunk to the next.
@@ -61,6 +67,7 @@
 #define KG_NARROW_B ((size_t)2)
 #define KG_WIDE_B ((size_t)20)
 #define KG_WAVES_B ((size_t)80)
+#define KG_PRO_WAVES_B ((size_t)208)
 #define KG_T8 ((size_t)3)
 #define KG_T9_WIDE ((size_t)9)
 #define KG_T16_NARROW ((size_t)17)
@@ -360,6 +367,22 @@ static void kg_one_row(MemraBackend backend)
 }
 
 TU_TEST_BACKENDS(kernel_grid, one_row, kg_one_row)
+
+/* ---- The wide scan that computes its v rows and gates ---- */
+
+/* A FINAL_ONLY verify whose full prologue would take more than 1.2 waves: its prologue runs only
+ * the key-head units and its wide scan convolves its own v channels and computes the gates
+ * (gdn_verify_scan_v_kernel), against the per-row program; all its optional outputs are asked for,
+ * since the scan writes those of v and of the gates. */
+static void kg_v_in_scan(MemraBackend backend)
+{
+    kg_problem p;
+    kg_problem_make(&p, backend, 4, KG_PRO_WAVES_B, KG_T8);
+    kg_run_bound(&p.bd, &p.in, &p.ref, kg_final_step, false, p.desc, "a FINAL_ONLY verify");
+    kg_problem_free(&p);
+}
+
+TU_TEST_BACKENDS(kernel_grid, v_in_scan, kg_v_in_scan)
 
 /* ---- The 1.0 scan's 4-byte instantiations ---- */
 

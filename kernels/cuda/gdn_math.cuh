@@ -15,18 +15,25 @@
  * One conv row of one channel: win[0 .. PAD-1] holds the ring, the caller has put the new input
  * in win[PAD], and win[PAD+1 ..] and w8[DCONV ..] are zero. Returns silu(sum_j win[j] * w8[j])
  * with the sum taken over all 8 taps in order from 0.0f (the zero taps take part, as the
- * contract says), and rolls the window: the oldest slot drops out and win[PAD] is free for the
- * next row's input.
+ * contract says). memra__conv_row also rolls the window: the oldest slot drops out and win[PAD]
+ * is free for the next row's input.
  */
-template <int PAD>
-static __device__ __forceinline__ float memra__conv_row(float (&win)[MEMRA__D_CONV_MAX],
+static __device__ __forceinline__ float memra__conv_out(const float (&win)[MEMRA__D_CONV_MAX],
                                                         const float (&w8)[MEMRA__D_CONV_MAX])
 {
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < MEMRA__D_CONV_MAX; j++)
         acc += win[j] * w8[j];
-    const float y = acc / (1.0f + expf(-acc));
+    return acc / (1.0f + expf(-acc));
+}
+
+/* The same output, then the window rolled (the caller's window in registers, d_conv fixed). */
+template <int PAD>
+static __device__ __forceinline__ float memra__conv_row(float (&win)[MEMRA__D_CONV_MAX],
+                                                        const float (&w8)[MEMRA__D_CONV_MAX])
+{
+    const float y = memra__conv_out(win, w8);
 #pragma unroll
     for (int j = 0; j < PAD; j++)
         win[j] = win[j + 1];

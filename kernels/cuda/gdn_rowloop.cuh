@@ -511,9 +511,10 @@ struct scan_pos {
     size_t b, h, qkh, c0, off;
 };
 
-/* Stages new rows r0 .. r0 + nr - 1 (their k, q, v, gd and beta) and, when WAIT, waits for them
- * (and for every copy issued before, the state tile among them). */
-template <class C, bool WAIT = true>
+/* Stages new rows r0 .. r0 + nr - 1 (their k, q, v, gd and beta; only k and q when KQ_ONLY, the
+ * block having computed the rest itself) and, when WAIT, waits for them (and for every copy
+ * issued before, the state tile among them). */
+template <class C, bool WAIT = true, bool KQ_ONLY = false>
 static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, const scan_pos &p,
                                                   const scan_smem<C> &sm, size_t r0, int nr)
 {
@@ -533,10 +534,11 @@ static __device__ __forceinline__ void stage_rows(const memra__scan_job &a, cons
         if (rr < nr) {
             stage_kq_warp(sm.k + rr * SCAN_KST, a.k + kr + i * kstep, lane, true);
             stage_kq_warp(sm.q + rr * SCAN_KST, a.q + kr + i * kstep, lane, true);
-            stage_cols_warp<C::COLS>(sm.v + rr * C::COLS, vr + i * vstep, lane, vvec);
+            if (!KQ_ONLY)
+                stage_cols_warp<C::COLS>(sm.v + rr * C::COLS, vr + i * vstep, lane, vvec);
         }
     }
-    if ((int)threadIdx.x < nr) {
+    if (!KQ_ONLY && (int)threadIdx.x < nr) {
         const size_t hr = (p.b * t + r0 + threadIdx.x) * num_v + p.h;
         sm.gd[threadIdx.x] = expf(a.g_log[hr]);
         sm.bt[threadIdx.x] = a.beta[hr];
@@ -612,8 +614,15 @@ static __device__ __forceinline__ void fold_journal(const memra__scan_job &a, co
  * earlier writer of them has completed. The dependents may launch after the row loop. OUT is
  * what the block writes besides o (above).
  */
-template <class C, int OUT, bool PIPE, bool FOLD_FIRST>
-static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &a)
+/* The inputs a scan block computes itself (VIN below): none, in every launch but one. */
+struct scan_no_inputs {
+    static constexpr bool on = false;
+    template <class C> __device__ void load(const scan_pos &, const scan_smem<C> &) {}
+    __device__ void close() {}
+};
+
+template <class C, int OUT, bool PIPE, bool FOLD_FIRST, class VIN = scan_no_inputs>
+static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &a, VIN vin = VIN())
 {
     const scan_smem<C> sm;
 
@@ -636,6 +645,10 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     float *const sout = (float *)(uintptr_t)a.out_table[b * a.out_stride] + p.off;
     const bool svec = (((uintptr_t)sin | (uintptr_t)sout) & 15u) == 0;
     tile_load<C>(sm.tile, sin, svec);
+    /* VIN::on: the block's v rows and gates, computed here beside the state's transfer from
+     * inputs the prologue does not write (the block stages only k and q from the workspace). */
+    if constexpr (VIN::on)
+        vin.template load<C>(p, sm);
 
     float s[C::NC][32];
 
@@ -701,9 +714,11 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     if (OUT == SCAN_JOURNAL && !FOLD_FIRST && n > 0)
         stage_fold<C>(a, p, sm, jr, half, 0, n < (uint32_t)C::TC ? (int)n : C::TC);
     const int nr0 = (int)(t < (size_t)C::TC ? t : (size_t)C::TC);
-    stage_rows<C, false>(a, p, sm, 0, nr0);
+    stage_rows<C, false, VIN::on>(a, p, sm, 0, nr0);
     memra__cp_wait_all();
     __syncthreads();
+    if constexpr (VIN::on)
+        vin.close();
     if (!(OUT == SCAN_JOURNAL && FOLD_FIRST)) {
         take_tile<C>(s, sm, a, grp, j);
         if (OUT == SCAN_JOURNAL && n > 0) {

@@ -277,7 +277,9 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
     memra__pdl_trigger();
 
     const unsigned tid = threadIdx.x, lane = tid % MEMRA__LANES, warp = tid / MEMRA__LANES;
-    const size_t units = 2 * a.num_k + a.num_v;
+    /* The grid holds 2 num_k + num_v units per sequence, or only the 2 num_k key-head units when
+     * the scan computes the v rows and gates itself (scan_v_inputs, below). */
+    const size_t units = gridDim.x / a.b_n;
     const size_t u = blockIdx.x % units, b = blockIdx.x / units;
     const size_t t = a.t, num_k = a.num_k, num_v = a.num_v, key_dim = a.key_dim;
     const size_t ratio = num_v / num_k;
@@ -428,6 +430,138 @@ __global__ void __launch_bounds__(C::NT, MINB) gdn_verify_scan_kernel(const memr
     memra__scan_block<C, OUT, PIPE, FOLD_FIRST>(a);
 }
 
+/*
+ * The v rows and gates of a wide FINAL_ONLY scan block, computed by the block itself where the
+ * prologue would take more than 1.2 waves (verify_v_in_scan): the prologue then runs only its
+ * key-head units, half its grid at ornith, and the scan block convolves its own COLS v channels
+ * through the t rows (t <= TC, d_conv <= V_TAPS) before its wait, beside its state's transfer:
+ * those inputs are earlier operations' results, which the prologue does not touch. Thread i takes
+ * channel c0 + i % COLS, rows i / COLS, i / COLS + NT / COLS, ...; lane r of the last warp row r's
+ * gates. Every load is issued before the first use (the conv's window per row from the ring and
+ * the raw rows: the taps above d_conv are zeros, which memra__conv_out takes as the contract
+ * says), the results go to the staging rows and to the optional outputs, and the channel's ring
+ * is rolled after the staging barrier (close), once every thread of the block has read it.
+ */
+#define V_TAPS 4
+
+/* Element e of channel c's ring followed by sequence b's raw rows. */
+static __device__ __forceinline__ float v_elem(const memra__verify_args &a, const float *ring,
+                                               size_t b, size_t e, size_t c, size_t pad)
+{
+    return e >= pad ? a.qkv[(b * a.t + e - pad) * a.conv_dim + c] : ring[c * pad + e];
+}
+
+struct scan_v_inputs {
+    static constexpr bool on = true;
+    const memra__verify_args *va;
+    float *ring;
+    size_t c, pad;
+    bool roll;
+    float nw[V_TAPS - 1];
+
+    template <class C>
+    __device__ __forceinline__ void load(const scan_pos &p, const scan_smem<C> &sm)
+    {
+        const memra__verify_args &a = *va;
+        constexpr int TPC = C::NT / C::COLS, VR = C::TC / TPC;
+        const unsigned tid = threadIdx.x, lane = tid % MEMRA__LANES, warp = tid / MEMRA__LANES;
+        const unsigned col = tid % C::COLS, part = tid / C::COLS;
+        const size_t b = p.b, h = p.h, t = a.t, num_v = a.num_v;
+        pad = a.d_conv - 1;
+        c = 2 * a.key_dim + h * MEMRA__S + p.c0 + col;
+        ring = pad > 0 ? (float *)(uintptr_t)a.table[b * MEMRA__TABLE_WIDTH] : (float *)nullptr;
+        roll = part == 0 && pad > 0;
+        const bool gates = warp == C::WARPS - 1 && lane < t;
+        const size_t hr = (b * t + lane) * num_v + h;
+
+        float w[V_TAPS], win[VR][V_TAPS];
+#pragma unroll
+        for (int j = 0; j < V_TAPS; j++)
+            w[j] = (size_t)j < a.d_conv ? a.w[c * a.d_conv + j] : 0.0f;
+#pragma unroll
+        for (int i = 0; i < VR; i++) {
+            const size_t r = part + (size_t)i * TPC;
+#pragma unroll
+            for (int j = 0; j < V_TAPS; j++)
+                win[i][j] = r < t && (size_t)j <= pad ? v_elem(a, ring, b, r + j, c, pad) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < V_TAPS - 1; j++)
+            nw[j] = roll && (size_t)j < pad ? v_elem(a, ring, b, t + j, c, pad) : 0.0f;
+        float br = 0.0f, al = 0.0f, dt = 0.0f, av = 0.0f;
+        if (gates) {
+            br = a.beta_raw[hr];
+            al = a.alpha[hr];
+            dt = a.dt_bias[h];
+            av = a.a[h];
+        }
+
+#pragma unroll
+        for (int i = 0; i < VR; i++) {
+            const size_t r = part + (size_t)i * TPC;
+            if (r < t) {
+                float win8[MEMRA__D_CONV_MAX], w8[MEMRA__D_CONV_MAX];
+#pragma unroll
+                for (int j = 0; j < MEMRA__D_CONV_MAX; j++) {
+                    win8[j] = j < V_TAPS ? win[i][j] : 0.0f;
+                    w8[j] = j < V_TAPS ? w[j] : 0.0f;
+                }
+                const float y = memra__conv_out(win8, w8);
+                sm.v[r * C::COLS + col] = y;
+                if (a.conv_out != nullptr)
+                    a.conv_out[(b * t + r) * a.conv_dim + c] = y;
+                if (a.v_g != nullptr)
+                    a.v_g[((b * t + r) * num_v + h) * MEMRA__S + p.c0 + col] = y;
+            }
+        }
+        if (gates) {
+            const float g = memra__gate_g_log(al, dt, av), bt = memra__gate_beta(br);
+            sm.gd[lane] = expf(g);
+            sm.bt[lane] = bt;
+            if (p.c0 == 0) {
+                if (a.beta != nullptr)
+                    a.beta[hr] = bt;
+                if (a.g_log != nullptr)
+                    a.g_log[hr] = g;
+            }
+        }
+    }
+
+    __device__ __forceinline__ void close()
+    {
+        if (roll) {
+#pragma unroll
+            for (int j = 0; j < V_TAPS - 1; j++)
+                if ((size_t)j < pad)
+                    ring[c * pad + j] = nw[j];
+        }
+    }
+};
+
+/* The wide FINAL_ONLY scan with its v rows and gates computed in the block. */
+template <class C, int MINB>
+__global__ void __launch_bounds__(C::NT, MINB)
+    gdn_verify_scan_v_kernel(const memra__scan_job a, const memra__verify_args va)
+{
+    scan_v_inputs vin;
+    vin.va = &va;
+    memra__scan_block<C, SCAN_FINAL, false, false, scan_v_inputs>(a, vin);
+}
+
+/* Whether a verify runs its v rows and gates in the scan: a FINAL_ONLY verify of 2 .. 8 rows in
+ * the wide shape whose full prologue would take more than 1.2 waves (PRO_MINB blocks per
+ * multiprocessor). Its own v rows make every scan block longer, which pays only where they take a
+ * substantial part of a wave off the prologue, so the threshold leaves a second wave of up to a
+ * fifth of one to the full prologue: measured on 132 multiprocessors (ornith, T = 2 to 8), the
+ * scan with its v rows was slower at 17 and 18 sequences (1088 and 1152 prologue blocks for 1056
+ * places), level at 19 (1216) and faster from 20 (1280) on (NOTES.md). */
+static bool verify_v_in_scan(const memra__verify_args &a, bool narrow, int sms)
+{
+    return a.mode == MEMRA__MODE_FINAL_ONLY && !narrow && a.t >= 2 && a.t <= 8 &&
+           a.d_conv <= V_TAPS &&
+           5 * a.b_n * (2 * a.num_k + a.num_v) > 6 * (size_t)PRO_MINB * (size_t)sms;
+}
+
 /* How many blocks of one instantiation are resident at once, into the job (for the scan's L2
  * prefetch of the next wave's states). */
 template <class C, int OUT, bool PIPE, int MINB, bool FOLD_FIRST>
@@ -501,25 +635,48 @@ static int launch_vscan(const memra__scan_job &job, size_t b_n, bool journal, in
                    : launch_vscan_out<C, SCAN_FINAL>(job, b_n, sms, stream);
 }
 
+/* The wide FINAL_ONLY scan that computes its v rows and gates (gdn_verify_scan_v_kernel), bounded
+ * for 4 blocks per multiprocessor as the wide scans are. */
+static int launch_vscan_v(const memra__scan_job &job, const memra__verify_args &va, int sms,
+                          void *stream)
+{
+    typedef vscan_wide8 C;
+    constexpr size_t smem = C::SMEM;
+    cudaError_t e = memra__kernel_attributes<gdn_verify_scan_v_kernel<C, 4>>(smem);
+    if (e != cudaSuccess)
+        return (int)e;
+    int per_sm = 0;
+    e = memra__kernel_blocks_per_sm<gdn_verify_scan_v_kernel<C, 4>>(C::NT, smem, &per_sm);
+    if (e != cudaSuccess)
+        return (int)e;
+    memra__scan_job j = job;
+    j.resident = (size_t)per_sm * (size_t)sms;
+    const dim3 grid((unsigned)(va.b_n * va.num_v * C::BPH));
+    return memra__launch_smem(gdn_verify_scan_v_kernel<C, 4>, grid, dim3(C::NT), smem, stream, j,
+                              va);
+}
+
+/* keys_only: the key-head units alone (the scan computes the v rows and gates). */
 template <int DCONV, int FLAV>
-static int launch_prologue_x(const memra__verify_args *a, void *stream)
+static int launch_prologue_x(const memra__verify_args *a, bool keys_only, void *stream)
 {
     const cudaError_t err = memra__kernel_attributes<gdn_prologue_kernel<DCONV, FLAV>>(0);
     if (err != cudaSuccess)
         return (int)err;
-    const dim3 grid((unsigned)(a->b_n * (2 * a->num_k + a->num_v)));
+    const dim3 grid((unsigned)(a->b_n * (2 * a->num_k + (keys_only ? 0 : a->num_v))));
     return memra__launch(gdn_prologue_kernel<DCONV, FLAV>, grid, dim3(PRO_THREADS), stream, *a);
 }
 
-template <int DCONV> static int launch_prologue(const memra__verify_args *a, void *stream)
+template <int DCONV>
+static int launch_prologue(const memra__verify_args *a, bool keys_only, void *stream)
 {
     switch (prologue_flavour(*a)) {
     case PRO_JOURNAL:
-        return launch_prologue_x<DCONV, PRO_JOURNAL>(a, stream);
+        return launch_prologue_x<DCONV, PRO_JOURNAL>(a, false, stream);
     case PRO_SNAP:
-        return launch_prologue_x<DCONV, PRO_SNAP>(a, stream);
+        return launch_prologue_x<DCONV, PRO_SNAP>(a, false, stream);
     default:
-        return launch_prologue_x<DCONV, PRO_FINAL>(a, stream);
+        return launch_prologue_x<DCONV, PRO_FINAL>(a, keys_only, stream);
     }
 }
 
@@ -539,9 +696,16 @@ static int verify_stage(void)
 static int launch_verify(const memra__verify_args *a, void *stream)
 {
     const int stage = verify_stage();
+    int sms = 0;
+    const cudaError_t se = memra__device_sms(&sms);
+    if (se != cudaSuccess)
+        return (int)se;
+    const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
+    const bool v_in_scan = verify_v_in_scan(*a, narrow, sms);
     if (stage != 2) {
-        const int err = memra__with_d_conv(
-            a->d_conv, [&](auto d) { return launch_prologue<decltype(d)::value>(a, stream); });
+        const int err = memra__with_d_conv(a->d_conv, [&](auto d) {
+            return launch_prologue<decltype(d)::value>(a, v_in_scan, stream);
+        });
         if (err != 0 || stage == 1)
             return err;
     }
@@ -597,11 +761,8 @@ static int launch_verify(const memra__verify_args *a, void *stream)
     job.conv_dim = a->conv_dim;
     job.d_conv = (uint32_t)a->d_conv;
 
-    int sms = 0;
-    const cudaError_t e = memra__device_sms(&sms);
-    if (e != cudaSuccess)
-        return (int)e;
-    const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
+    if (v_in_scan)
+        return launch_vscan_v(job, *a, sms, stream);
     /* A wide scan stages 8 rows at a time at every t: staging 16, 3 of its blocks fit a
      * multiprocessor instead of 4 (57 KiB of shared memory each, 71 KiB with a journal's fold
      * staging beside them), which cost more than the extra staging waits (NOTES.md). */
