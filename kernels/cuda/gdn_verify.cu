@@ -562,22 +562,25 @@ static bool verify_v_in_scan(const memra__verify_args &a, bool narrow, int sms)
            5 * a.b_n * (2 * a.num_k + a.num_v) > 6 * (size_t)PRO_MINB * (size_t)sms;
 }
 
-/* How many blocks of one instantiation are resident at once, into the job (for the scan's L2
- * prefetch of the next wave's states). */
+/* Sets scan kernel K's attributes and puts into the job how many of its blocks (`smem` bytes of
+ * dynamic shared memory each) are resident at once on the device, for the scan's L2 prefetch of
+ * the next wave's states. */
+template <auto K, class C> static cudaError_t scan_prepare(memra__scan_job &j, size_t smem, int sms)
+{
+    const cudaError_t err = memra__kernel_attributes<K>(smem);
+    if (err != cudaSuccess)
+        return err;
+    int per_sm = 0;
+    const cudaError_t e = memra__kernel_blocks_per_sm<K>(C::NT, smem, &per_sm);
+    j.resident = (size_t)per_sm * (size_t)sms;
+    return e;
+}
+
 template <class C, int OUT, bool PIPE, int MINB, bool FOLD_FIRST>
 static cudaError_t vscan_prepare(memra__scan_job &j, int sms)
 {
     constexpr size_t smem = OUT == SCAN_JOURNAL ? C::SMEM_JOURNAL : C::SMEM;
-    const cudaError_t err =
-        memra__kernel_attributes<gdn_verify_scan_kernel<C, OUT, PIPE, MINB, FOLD_FIRST>>(smem);
-    if (err != cudaSuccess)
-        return err;
-    int per_sm = 0;
-    const cudaError_t e =
-        memra__kernel_blocks_per_sm<gdn_verify_scan_kernel<C, OUT, PIPE, MINB, FOLD_FIRST>>(
-            C::NT, smem, &per_sm);
-    j.resident = (size_t)per_sm * (size_t)sms;
-    return e;
+    return scan_prepare<gdn_verify_scan_kernel<C, OUT, PIPE, MINB, FOLD_FIRST>, C>(j, smem, sms);
 }
 
 /* A journal scan whose grid is resident at once folds before its wait (FOLD_FIRST): each of its
@@ -642,15 +645,10 @@ static int launch_vscan_v(const memra__scan_job &job, const memra__verify_args &
 {
     typedef vscan_wide8 C;
     constexpr size_t smem = C::SMEM;
-    cudaError_t e = memra__kernel_attributes<gdn_verify_scan_v_kernel<C, 4>>(smem);
-    if (e != cudaSuccess)
-        return (int)e;
-    int per_sm = 0;
-    e = memra__kernel_blocks_per_sm<gdn_verify_scan_v_kernel<C, 4>>(C::NT, smem, &per_sm);
-    if (e != cudaSuccess)
-        return (int)e;
     memra__scan_job j = job;
-    j.resident = (size_t)per_sm * (size_t)sms;
+    const cudaError_t e = scan_prepare<gdn_verify_scan_v_kernel<C, 4>, C>(j, smem, sms);
+    if (e != cudaSuccess)
+        return (int)e;
     const dim3 grid((unsigned)(va.b_n * va.num_v * C::BPH));
     return memra__launch_smem(gdn_verify_scan_v_kernel<C, 4>, grid, dim3(C::NT), smem, stream, j,
                               va);
@@ -696,12 +694,17 @@ static int verify_stage(void)
 static int launch_verify(const memra__verify_args *a, void *stream)
 {
     const int stage = verify_stage();
+    /* The packed scan (SNAPSHOTS) chooses its own grid; the row loop's shape and where the v rows
+     * are computed depend on the multiprocessors. */
+    const bool packed = verify_packed_scan(*a);
     int sms = 0;
-    const cudaError_t se = memra__device_sms(&sms);
-    if (se != cudaSuccess)
-        return (int)se;
-    const bool narrow = a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
-    const bool v_in_scan = verify_v_in_scan(*a, narrow, sms);
+    if (!packed) {
+        const cudaError_t se = memra__device_sms(&sms);
+        if (se != cudaSuccess)
+            return (int)se;
+    }
+    const bool narrow = !packed && a->b_n * a->num_v * vscan_wide8::BPH < (size_t)sms;
+    const bool v_in_scan = !packed && verify_v_in_scan(*a, narrow, sms);
     if (stage != 2) {
         const int err = memra__with_d_conv(a->d_conv, [&](auto d) {
             return launch_prologue<decltype(d)::value>(a, v_in_scan, stream);
@@ -712,7 +715,7 @@ static int launch_verify(const memra__verify_args *a, void *stream)
 
     const bool journal = a->mode == MEMRA__MODE_JOURNAL;
     const verify_ws ws = carve_ws(a->workspace, a->b_n, a->t, a->num_k, a->num_v);
-    if (verify_packed_scan(*a)) {
+    if (packed) {
         /* The packed scan's arguments in memra__scan_args order: the workspace's rows, the
          * table's canonical state in and the parity slot out (as memra_gdn_scan_s128_tsnap),
          * no direct states, o and the snapshots, no deltas, the shape, q and k per key head. */
