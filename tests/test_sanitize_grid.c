@@ -18,9 +18,11 @@
  * - gdn_scan_kernel<VEC, AHEAD, MAP> (the 1.0 scan, also the scan of a SNAPSHOTS verify of
  *   t >= 2 and of a non-journal verify of one row): AHEAD 1 for t = 1 (the per-row scan), 2 for
  *   t >= 2 (the packed scan); VEC when q, k and the snapshots are 16-byte aligned; MAP when q
- *   and k hold one head per key head, as a verify's do (num_k below num_v), with AHEAD 1 only for
- *   a 16-byte aligned verify of one row.
- *                                                 -> `scan_alignment`, `widths`, `one_row`
+ *   and k hold one head per key head, as a verify's do (num_k below num_v), with AHEAD 1 for a
+ *   16-byte aligned verify of one row, and for one of t >= 2 rows whose grid takes fewer waves
+ *   with AHEAD 1 and at most two (b_n * num_v * 4 blocks; 4 of AHEAD 1 and 3 of AHEAD 2 fit a
+ *   multiprocessor of sm_90).
+ *                         -> `scan_alignment`, `widths`, `one_row`, `snapshots_one_ahead`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
  *   count, the wide one otherwise; the wide shape stages 8 rows at a time whatever t, the
@@ -45,7 +47,9 @@
  * one wide journal case takes b_n = 80 (640 blocks: more than 4 per multiprocessor on any GPU
  * with up to 159, so the grid takes more than one wave), and the scan that computes its v rows
  * b_n = 208 (a full prologue of 1664 blocks: more than 9.6 per multiprocessor on any GPU with up
- * to 173).
+ * to 173). The SNAPSHOTS verify whose scan holds one row ahead takes b_n = 32 (512 scan blocks:
+ * one wave of 4 per multiprocessor and two of 3 on any GPU of 128 to 170 multiprocessors, the
+ * H100 SXM's and the H200's 132 among them).
  * The 8-row staging takes t = 3 (odd, so the final state goes to the alternate buffer), and
  * t = 9 when wide (two staged chunks of 8 and 1 rows); the narrow 16-row staging t = 17, where it
  * is cheap enough to also cross from one staged chunk to the next.
@@ -68,6 +72,7 @@
 #define KG_WIDE_B ((size_t)20)
 #define KG_WAVES_B ((size_t)80)
 #define KG_PRO_WAVES_B ((size_t)208)
+#define KG_ONE_AHEAD_B ((size_t)32)
 #define KG_T8 ((size_t)3)
 #define KG_T9_WIDE ((size_t)9)
 #define KG_T16_NARROW ((size_t)17)
@@ -367,6 +372,21 @@ static void kg_one_row(MemraBackend backend)
 }
 
 TU_TEST_BACKENDS(kernel_grid, one_row, kg_one_row)
+
+/* ---- A SNAPSHOTS verify whose scan holds one row ahead ---- */
+
+/* A SNAPSHOTS verify of t >= 2 rows on a grid that takes one wave of the scan's one-row-ahead form
+ * and two of its two-rows-ahead form, so the launcher picks the former, against the per-row
+ * program. */
+static void kg_snapshots_one_ahead(MemraBackend backend)
+{
+    kg_problem p;
+    kg_problem_make(&p, backend, 4, KG_ONE_AHEAD_B, KG_T8);
+    kg_run_bound(&p.bd, &p.in, &p.ref, tu_gdn_verify_step, true, p.desc, "a SNAPSHOTS verify");
+    kg_problem_free(&p);
+}
+
+TU_TEST_BACKENDS(kernel_grid, snapshots_one_ahead, kg_snapshots_one_ahead)
 
 /* ---- The wide scan that computes its v rows and gates ---- */
 

@@ -6,11 +6,11 @@
  * prologue's rows, whose q and k hold one head per key head (qk_heads). Every row of every call
  * goes through the same per-row function, scan_row_step, whose rounding is pinned operation by
  * operation (see there), inside a row loop that is not unrolled; so per-row chains and packed calls
- * are bit-identical by construction. The kernel has six instantiations: 16-byte or 4-byte accesses
- * (VEC), one or two rows of inputs held ahead in registers (AHEAD: 1 for the per-row op, 2 for
- * packed calls), and q and k per value head or per key head (MAP: the SNAPSHOTS verify's, always
- * with AHEAD 2; see launch_scan). They differ in where values are loaded from and when, never in
- * arithmetic.
+ * are bit-identical by construction. The kernel has seven instantiations: 16-byte or 4-byte
+ * accesses (VEC), one or two rows of inputs held ahead in registers (AHEAD: 1 for the per-row op,
+ * 2 for packed calls), and q and k per value head or per key head (MAP: the SNAPSHOTS verify's,
+ * whose 16-byte form takes either AHEAD; see launch_scan). They differ in where values are
+ * loaded from and when, never in arithmetic.
  *
  * Thread mapping. The contract describes one column of one head as 32 "lanes": lane L owns the
  * state rows i = r*32 + L (r = 0..3), accumulates its partial dot products over r, and the 32
@@ -246,6 +246,36 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     }
 }
 
+/* Whether the 16-byte MAP scan of `blocks` blocks (a SNAPSHOTS verify of t >= 2 rows) should hold
+ * one row ahead rather than two, into *one; the CUDA error of the device queries. Two rows ahead
+ * keep every row off L2's latency, but take 165 registers, so 3 blocks fit a multiprocessor
+ * instead of 4. Where the grid then needs one wave more, and the smaller count at most two, the
+ * missing wave costs more than the latency saved; beyond two waves the blocks' traffic, not their
+ * count, sets the time, and two rows ahead win. Measured on 132 multiprocessors (one H100, ornith,
+ * T = 2 to 16, 128 blocks per sequence; NOTES.md): one row ahead was faster at 4 and 8 sequences
+ * (one wave against two, two against three), slower at 6 (two waves either way), 10 and 16. */
+static int map_one_ahead(size_t blocks, bool *one)
+{
+    int sms = 0, one_per_sm = 0, two_per_sm = 0;
+    cudaError_t err = memra__device_sms(&sms);
+    if (err == cudaSuccess)
+        err = memra__kernel_blocks_per_sm<gdn_scan_kernel<true, 1, true>>(SCAN_THREADS, 0,
+                                                                          &one_per_sm);
+    if (err == cudaSuccess)
+        err = memra__kernel_blocks_per_sm<gdn_scan_kernel<true, 2, true>>(SCAN_THREADS, 0,
+                                                                          &two_per_sm);
+    if (err != cudaSuccess)
+        return (int)err;
+    const size_t wave1 = (size_t)one_per_sm * (size_t)sms, wave2 = (size_t)two_per_sm * (size_t)sms;
+    if (wave1 == 0 || wave2 == 0) {
+        *one = false;
+        return 0;
+    }
+    const size_t waves1 = (blocks + wave1 - 1) / wave1, waves2 = (blocks + wave2 - 1) / wave2;
+    *one = waves1 < waves2 && waves1 <= 2;
+    return 0;
+}
+
 /* Grid: one block per (sequence, head, group of SCAN_COLS columns), flattened into x as
  * ((b * num_v + h) * SCAN_BLOCKS_PER_HEAD + group); far below the 2^31 - 1 limit for any batch
  * that fits in device memory (each block covers 16 KiB of state). The 16-byte kernel needs
@@ -259,16 +289,24 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * operation passes one per value head. A verify of one row holds one row ahead too, as the
  * per-row op does, when its q and k are 16-byte aligned (as the verify's workspace always is):
  * the 16-byte form with two rows ahead takes 165 registers and 3 blocks per multiprocessor, with
- * one 127 and 4. */
+ * one 127 and 4. A verify of several rows holds one ahead as well where that takes fewer waves
+ * of blocks and at most two (map_one_ahead). */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
-    const dim3 grid((unsigned)(a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD));
+    const size_t blocks = a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD;
+    const dim3 grid((unsigned)blocks);
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
     decltype(&gdn_scan_kernel<true, 1, false>) kernel;
-    if (a->qk_heads != a->num_v)
-        kernel = !vec        ? gdn_scan_kernel<false, 2, true>
-                 : a->t == 1 ? gdn_scan_kernel<true, 1, true>
-                             : gdn_scan_kernel<true, 2, true>;
+    if (a->qk_heads != a->num_v && vec) {
+        bool one = a->t == 1;
+        if (!one) {
+            const int err = map_one_ahead(blocks, &one);
+            if (err != 0)
+                return err;
+        }
+        kernel = one ? gdn_scan_kernel<true, 1, true> : gdn_scan_kernel<true, 2, true>;
+    } else if (a->qk_heads != a->num_v)
+        kernel = gdn_scan_kernel<false, 2, true>;
     else if (a->t >= 2)
         kernel = vec ? gdn_scan_kernel<true, 2, false> : gdn_scan_kernel<false, 2, false>;
     else
