@@ -322,6 +322,18 @@ static void kg_problem_free(kg_problem *p)
     TU_OK(memra_engine_destroy(p->e));
 }
 
+/* One problem of b sequences of t rows (d_conv 4), `step` run on it once against the per-row
+ * program: a case whose only variable is the grid the launcher sees. */
+static void kg_run_once(MemraBackend backend, size_t b, size_t t,
+                        MemraStatus (*step)(MemraEngine *, void *), bool snapshots,
+                        const char *what)
+{
+    kg_problem p;
+    kg_problem_make(&p, backend, 4, b, t);
+    kg_run_bound(&p.bd, &p.in, &p.ref, step, snapshots, p.desc, what);
+    kg_problem_free(&p);
+}
+
 /* The bound verify in FINAL_ONLY mode: no snapshot views. */
 static MemraStatus kg_final_step(MemraEngine *e, void *bound)
 {
@@ -380,10 +392,7 @@ TU_TEST_BACKENDS(kernel_grid, one_row, kg_one_row)
  * program. */
 static void kg_snapshots_one_ahead(MemraBackend backend)
 {
-    kg_problem p;
-    kg_problem_make(&p, backend, 4, KG_ONE_AHEAD_B, KG_T8);
-    kg_run_bound(&p.bd, &p.in, &p.ref, tu_gdn_verify_step, true, p.desc, "a SNAPSHOTS verify");
-    kg_problem_free(&p);
+    kg_run_once(backend, KG_ONE_AHEAD_B, KG_T8, tu_gdn_verify_step, true, "a SNAPSHOTS verify");
 }
 
 TU_TEST_BACKENDS(kernel_grid, snapshots_one_ahead, kg_snapshots_one_ahead)
@@ -396,10 +405,7 @@ TU_TEST_BACKENDS(kernel_grid, snapshots_one_ahead, kg_snapshots_one_ahead)
  * since the scan writes those of v and of the gates. */
 static void kg_v_in_scan(MemraBackend backend)
 {
-    kg_problem p;
-    kg_problem_make(&p, backend, 4, KG_PRO_WAVES_B, KG_T8);
-    kg_run_bound(&p.bd, &p.in, &p.ref, kg_final_step, false, p.desc, "a FINAL_ONLY verify");
-    kg_problem_free(&p);
+    kg_run_once(backend, KG_PRO_WAVES_B, KG_T8, kg_final_step, false, "a FINAL_ONLY verify");
 }
 
 TU_TEST_BACKENDS(kernel_grid, v_in_scan, kg_v_in_scan)
