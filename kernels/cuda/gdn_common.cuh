@@ -185,6 +185,18 @@ static cudaError_t memra__kernel_blocks_per_sm(int threads, size_t smem, int *pe
     return err;
 }
 
+/* How many blocks of kernel K (`threads` threads, `smem` bytes of dynamic shared memory) the
+ * device's `sms` multiprocessors hold at once, i.e. one wave of its grid, into *wave (0 when the
+ * occupancy query fails); the CUDA error of the query. */
+template <auto K>
+static cudaError_t memra__kernel_wave(int threads, size_t smem, int sms, size_t *wave)
+{
+    int per_sm = 0;
+    const cudaError_t err = memra__kernel_blocks_per_sm<K>(threads, smem, &per_sm);
+    *wave = (size_t)per_sm * (size_t)sms;
+    return err;
+}
+
 /*
  * The kernels with a conv window are instantiated for every d_conv 1..MEMRA__D_CONV_MAX; this
  * calls launch(std::integral_constant<int, D>()) for D == d_conv, so that the host picks the

@@ -256,17 +256,15 @@ __global__ void __launch_bounds__(SCAN_THREADS)
  * (one wave against two, two against three), slower at 6 (two waves either way), 10 and 16. */
 static int map_one_ahead(size_t blocks, bool *one)
 {
-    int sms = 0, one_per_sm = 0, two_per_sm = 0;
+    int sms = 0;
+    size_t wave1 = 0, wave2 = 0;
     cudaError_t err = memra__device_sms(&sms);
     if (err == cudaSuccess)
-        err = memra__kernel_blocks_per_sm<gdn_scan_kernel<true, 1, true>>(SCAN_THREADS, 0,
-                                                                          &one_per_sm);
+        err = memra__kernel_wave<gdn_scan_kernel<true, 1, true>>(SCAN_THREADS, 0, sms, &wave1);
     if (err == cudaSuccess)
-        err = memra__kernel_blocks_per_sm<gdn_scan_kernel<true, 2, true>>(SCAN_THREADS, 0,
-                                                                          &two_per_sm);
+        err = memra__kernel_wave<gdn_scan_kernel<true, 2, true>>(SCAN_THREADS, 0, sms, &wave2);
     if (err != cudaSuccess)
         return (int)err;
-    const size_t wave1 = (size_t)one_per_sm * (size_t)sms, wave2 = (size_t)two_per_sm * (size_t)sms;
     if (wave1 == 0 || wave2 == 0) {
         *one = false;
         return 0;

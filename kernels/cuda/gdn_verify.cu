@@ -570,10 +570,7 @@ template <auto K, class C> static cudaError_t scan_prepare(memra__scan_job &j, s
     const cudaError_t err = memra__kernel_attributes<K>(smem);
     if (err != cudaSuccess)
         return err;
-    int per_sm = 0;
-    const cudaError_t e = memra__kernel_blocks_per_sm<K>(C::NT, smem, &per_sm);
-    j.resident = (size_t)per_sm * (size_t)sms;
-    return e;
+    return memra__kernel_wave<K>(C::NT, smem, sms, &j.resident);
 }
 
 template <class C, int OUT, bool PIPE, int MINB, bool FOLD_FIRST>
