@@ -21,8 +21,9 @@
  *   and k hold one head per key head, as a verify's do (num_k below num_v), with AHEAD 1 for a
  *   16-byte aligned verify of one row, and for one of t >= 2 rows whose grid takes fewer waves
  *   with AHEAD 1 and at most two (b_n * num_v * 4 blocks; 4 of AHEAD 1 and 3 of AHEAD 2 fit a
- *   multiprocessor of sm_90).
- *                         -> `scan_alignment`, `widths`, `one_row`, `snapshots_one_ahead`
+ *   multiprocessor of sm_90); STREAM (AHEAD 1, 16-byte, MAP: 5 blocks per multiprocessor) where
+ *   that form takes fewer waves still.
+ *      -> `scan_alignment`, `widths`, `one_row`, `snapshots_one_ahead`, `snapshots_streaming`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor
  *   count, the wide one otherwise; the wide shape stages 8 rows at a time whatever t, the
@@ -49,7 +50,8 @@
  * b_n = 208 (a full prologue of 1664 blocks: more than 9.6 per multiprocessor on any GPU with up
  * to 173). The SNAPSHOTS verify whose scan holds one row ahead takes b_n = 32 (512 scan blocks:
  * one wave of 4 per multiprocessor and two of 3 on any GPU of 128 to 170 multiprocessors, the
- * H100 SXM's and the H200's 132 among them).
+ * H100 SXM's and the H200's 132 among them), the one whose scan streams its snapshots b_n = 40
+ * (640 blocks: one wave of 5 per multiprocessor, two of 4 or 3, on any GPU of 128 to 159).
  * The 8-row staging takes t = 3 (odd, so the final state goes to the alternate buffer), and
  * t = 9 when wide (two staged chunks of 8 and 1 rows); the narrow 16-row staging t = 17, where it
  * is cheap enough to also cross from one staged chunk to the next.
@@ -73,6 +75,7 @@
 #define KG_WAVES_B ((size_t)80)
 #define KG_PRO_WAVES_B ((size_t)208)
 #define KG_ONE_AHEAD_B ((size_t)32)
+#define KG_STREAM_B ((size_t)40)
 #define KG_T8 ((size_t)3)
 #define KG_T9_WIDE ((size_t)9)
 #define KG_T16_NARROW ((size_t)17)
@@ -396,6 +399,16 @@ static void kg_snapshots_one_ahead(MemraBackend backend)
 }
 
 TU_TEST_BACKENDS(kernel_grid, snapshots_one_ahead, kg_snapshots_one_ahead)
+
+/* A SNAPSHOTS verify of t >= 2 rows on a grid that takes one wave of the scan's streaming form
+ * (one row ahead, snapshots stored with the evict-first hint) and two of either other form, so
+ * the launcher picks the streaming form, against the per-row program. */
+static void kg_snapshots_streaming(MemraBackend backend)
+{
+    kg_run_once(backend, KG_STREAM_B, KG_T8, tu_gdn_verify_step, true, "a SNAPSHOTS verify");
+}
+
+TU_TEST_BACKENDS(kernel_grid, snapshots_streaming, kg_snapshots_streaming)
 
 /* ---- The wide scan that computes its v rows and gates ---- */
 

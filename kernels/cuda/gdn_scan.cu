@@ -6,11 +6,12 @@
  * prologue's rows, whose q and k hold one head per key head (qk_heads). Every row of every call
  * goes through the same per-row function, scan_row_step, whose rounding is pinned operation by
  * operation (see there), inside a row loop that is not unrolled; so per-row chains and packed calls
- * are bit-identical by construction. The kernel has seven instantiations: 16-byte or 4-byte
+ * are bit-identical by construction. The kernel has eight instantiations: 16-byte or 4-byte
  * accesses (VEC), one or two rows of inputs held ahead in registers (AHEAD: 1 for the per-row op,
- * 2 for packed calls), and q and k per value head or per key head (MAP: the SNAPSHOTS verify's,
- * whose 16-byte form takes either AHEAD; see launch_scan). They differ in where values are
- * loaded from and when, never in arithmetic.
+ * 2 for packed calls), q and k per value head or per key head (MAP: the SNAPSHOTS verify's, whose
+ * 16-byte form takes either AHEAD; see launch_scan), and snapshots stored with the evict-first
+ * hint or not (STREAM: one of the MAP forms). They differ in where values are loaded from and
+ * when and in the stores' cache policy, never in arithmetic.
  *
  * Thread mapping. The contract describes one column of one head as 32 "lanes": lane L owns the
  * state rows i = r*32 + L (r = 0..3), accumulates its partial dot products over r, and the 32
@@ -96,7 +97,7 @@ static __device__ __forceinline__ void advance_row(scan_ptrs &a, bool step)
  * arrive, for about 40 more registers (165-168 instead of 125-127). The rows' arithmetic is the
  * same scan_row_step either way.
  */
-template <bool VEC, int AHEAD, class AfterState>
+template <bool VEC, int AHEAD, bool STREAM, class AfterState>
 static __device__ __forceinline__ void scan_rows(scan_ptrs a, AfterState after_state)
 {
     float s[SCAN_NC][SCAN_ELEMS];
@@ -126,7 +127,7 @@ static __device__ __forceinline__ void scan_rows(scan_ptrs a, AfterState after_s
         load_row<VEC>(next, a);
 
         const bool snap_row = a.sn != nullptr && row + 1 < a.t;
-        scan_row_step<VEC>(s, in[0], a.j, a.scale, a.op, snap_row ? a.sn : nullptr);
+        scan_row_step<VEC, STREAM>(s, in[0], a.j, a.scale, a.op, snap_row ? a.sn : nullptr);
         if (snap_row)
             a.sn += a.state_words;
         a.op += a.row_step;
@@ -145,7 +146,7 @@ static __device__ __forceinline__ void scan_rows(scan_ptrs a, AfterState after_s
     }
 }
 
-template <bool VEC, int AHEAD, bool MAP>
+template <bool VEC, int AHEAD, bool MAP, bool STREAM = false>
 __global__ void __launch_bounds__(SCAN_THREADS)
     gdn_scan_kernel(const float *__restrict__ q, const float *__restrict__ k,
                     const float *__restrict__ v, const float *__restrict__ g_log,
@@ -229,7 +230,7 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         }
     };
     if (MAP) {
-        scan_rows<VEC, AHEAD>(a, [&](float(&s)[SCAN_NC][SCAN_ELEMS]) {
+        scan_rows<VEC, AHEAD, STREAM>(a, [&](float(&s)[SCAN_NC][SCAN_ELEMS]) {
         /* The state's values as operands of an (empty) volatile asm, so that the compiler
          * issues their loads here, before the wait, rather than next to their first use. */
 #pragma unroll
@@ -242,35 +243,57 @@ __global__ void __launch_bounds__(SCAN_THREADS)
         });
     } else {
         prefetch();
-        scan_rows<VEC, AHEAD>(a, [](float(&)[SCAN_NC][SCAN_ELEMS]) {});
+        scan_rows<VEC, AHEAD, false>(a, [](float(&)[SCAN_NC][SCAN_ELEMS]) {});
     }
 }
 
-/* Whether the 16-byte MAP scan of `blocks` blocks (a SNAPSHOTS verify of t >= 2 rows) should hold
- * one row ahead rather than two, into *one; the CUDA error of the device queries. Two rows ahead
- * keep every row off L2's latency, but take 165 registers, so 3 blocks fit a multiprocessor
- * instead of 4. Where the grid then needs one wave more, and the smaller count at most two, the
- * missing wave costs more than the latency saved; beyond two waves the blocks' traffic, not their
- * count, sets the time, and two rows ahead win. Measured on 132 multiprocessors (one H100, ornith,
- * T = 2 to 16, 128 blocks per sequence; NOTES.md): one row ahead was faster at 4 and 8 sequences
- * (one wave against two, two against three), slower at 6 (two waves either way), 10 and 16. */
-static int map_one_ahead(size_t blocks, bool *one)
+/* The 16-byte MAP scan's three forms for a SNAPSHOTS verify of t >= 2 rows, in the order of their
+ * blocks per multiprocessor on sm_90 with nvcc 13.0: two rows of inputs ahead (165 registers,
+ * 3 blocks), one row ahead (127, 4) and one row ahead with streaming snapshot stores (ptxas
+ * schedules that one in 96 registers, 5 blocks). */
+static decltype(&gdn_scan_kernel<true, 1, true>)
+    const map_forms[] = {gdn_scan_kernel<true, 2, true>, gdn_scan_kernel<true, 1, true>,
+                         gdn_scan_kernel<true, 1, true, true>};
+#define MAP_FORMS (sizeof map_forms / sizeof map_forms[0])
+
+/* The form (index into map_forms) of the 16-byte MAP scan of `blocks` blocks, for a SNAPSHOTS
+ * verify of t >= 2 rows, into *form; the CUDA error of the device queries. Two rows ahead keep
+ * every row off L2's latency; the other forms fit more blocks per multiprocessor. Where a grid of
+ * at most two waves takes fewer of them with more blocks per multiprocessor, the wave saved costs
+ * more than the latency; beyond two waves the blocks' traffic, not their count, sets the time,
+ * and two rows ahead win. Among forms that take equally few waves, the one with the fewest
+ * blocks per multiprocessor. Measured on 132 multiprocessors (one H100, ornith, T = 2 to 16, 128
+ * blocks per sequence; NOTES.md): one row ahead was faster at 4, 7 and 8 sequences (one wave
+ * against two, two against three), slower at 6 (two waves for every form), 10 and 16; the
+ * streaming form faster at 5 and 10 (one wave against two, two against three), slower at 6 and
+ * 8. */
+static int map_form(size_t blocks, size_t *form)
 {
     int sms = 0;
-    size_t wave1 = 0, wave2 = 0;
+    size_t wave[MAP_FORMS] = {0};
     cudaError_t err = memra__device_sms(&sms);
     if (err == cudaSuccess)
-        err = memra__kernel_wave<gdn_scan_kernel<true, 1, true>>(SCAN_THREADS, 0, sms, &wave1);
+        err = memra__kernel_wave<gdn_scan_kernel<true, 2, true>>(SCAN_THREADS, 0, sms, &wave[0]);
     if (err == cudaSuccess)
-        err = memra__kernel_wave<gdn_scan_kernel<true, 2, true>>(SCAN_THREADS, 0, sms, &wave2);
+        err = memra__kernel_wave<gdn_scan_kernel<true, 1, true>>(SCAN_THREADS, 0, sms, &wave[1]);
+    if (err == cudaSuccess)
+        err = memra__kernel_wave<gdn_scan_kernel<true, 1, true, true>>(SCAN_THREADS, 0, sms,
+                                                                       &wave[2]);
     if (err != cudaSuccess)
         return (int)err;
-    if (wave1 == 0 || wave2 == 0) {
-        *one = false;
-        return 0;
+    *form = 0;
+    size_t best = 0;
+    for (size_t f = 0; f < MAP_FORMS; f++) {
+        if (wave[f] == 0)
+            continue;
+        const size_t waves = (blocks + wave[f] - 1) / wave[f];
+        if (best == 0 || waves < best) {
+            best = waves;
+            *form = f;
+        }
     }
-    const size_t waves1 = (blocks + wave1 - 1) / wave1, waves2 = (blocks + wave2 - 1) / wave2;
-    *one = waves1 < waves2 && waves1 <= 2;
+    if (best > 2)
+        *form = 0;
     return 0;
 }
 
@@ -287,8 +310,8 @@ static int map_one_ahead(size_t blocks, bool *one)
  * operation passes one per value head. A verify of one row holds one row ahead too, as the
  * per-row op does, when its q and k are 16-byte aligned (as the verify's workspace always is):
  * the 16-byte form with two rows ahead takes 165 registers and 3 blocks per multiprocessor, with
- * one 127 and 4. A verify of several rows holds one ahead as well where that takes fewer waves
- * of blocks and at most two (map_one_ahead). */
+ * one 127 and 4. A verify of several rows takes the form of map_forms that takes the fewest
+ * waves of blocks where that is at most two (map_form). */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const size_t blocks = a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD;
@@ -296,13 +319,13 @@ static int launch_scan(const memra__scan_args *a, void *stream)
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
     decltype(&gdn_scan_kernel<true, 1, false>) kernel;
     if (a->qk_heads != a->num_v && vec) {
-        bool one = a->t == 1;
-        if (!one) {
-            const int err = map_one_ahead(blocks, &one);
+        size_t form = 1;
+        if (a->t >= 2) {
+            const int err = map_form(blocks, &form);
             if (err != 0)
                 return err;
         }
-        kernel = one ? gdn_scan_kernel<true, 1, true> : gdn_scan_kernel<true, 2, true>;
+        kernel = map_forms[form];
     } else if (a->qk_heads != a->num_v)
         kernel = gdn_scan_kernel<false, 2, true>;
     else if (a->t >= 2)

@@ -39,13 +39,19 @@ template <bool VEC> static __device__ __forceinline__ void load4(float *dst, con
     }
 }
 
-/* Writes this thread's 16 elements of one column; p points at its row 4j. */
-template <bool VEC> static __device__ __forceinline__ void store_column(float *p, const float *s)
+/* Writes this thread's 16 elements of one column; p points at its row 4j. STREAM stores with the
+ * evict-first hint (st.global.cs), for snapshots that no later access of the kernel reads: the
+ * same values at the same addresses, only their L2 policy differs. */
+template <bool VEC, bool STREAM = false>
+static __device__ __forceinline__ void store_column(float *p, const float *s)
 {
+    static_assert(VEC || !STREAM, "the streaming stores are 16-byte stores");
 #pragma unroll
     for (int r = 0; r < 4; r++) {
         float *d = p + r * MEMRA__LANES;
-        if (VEC) {
+        if (STREAM) {
+            __stcs((float4 *)d, make_float4(s[4 * r], s[4 * r + 1], s[4 * r + 2], s[4 * r + 3]));
+        } else if (VEC) {
             *(float4 *)d = make_float4(s[4 * r], s[4 * r + 1], s[4 * r + 2], s[4 * r + 3]);
         } else {
 #pragma unroll
@@ -120,7 +126,7 @@ typedef struct scan_row {
  * computes the same bits, and the same bits as the 1.0.0 kernel that compiled the expressions
  * (memra_bench --mode hash).
  */
-template <bool VEC>
+template <bool VEC, bool STREAM = false>
 static __device__ __forceinline__ void scan_row_step(float (&s)[SCAN_NC][SCAN_ELEMS],
                                                      const scan_row &in, unsigned j, float scale,
                                                      float *op, float *sn)
@@ -141,7 +147,7 @@ static __device__ __forceinline__ void scan_row_step(float (&s)[SCAN_NC][SCAN_EL
     if (sn != nullptr) {
 #pragma unroll
         for (int n = 0; n < SCAN_NC; n++)
-            store_column<VEC>(sn + n * MEMRA__S, s[n]);
+            store_column<VEC, STREAM>(sn + n * MEMRA__S, s[n]);
     }
 }
 
