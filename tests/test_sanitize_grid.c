@@ -19,10 +19,10 @@
  *   t >= 2 and of a non-journal verify of one row): AHEAD 1 for t = 1 (the per-row scan), 2 for
  *   t >= 2 (the packed scan); VEC when q, k and the snapshots are 16-byte aligned; MAP when q
  *   and k hold one head per key head, as a verify's do (num_k below num_v), with AHEAD 1 for a
- *   16-byte aligned verify of one row, and for one of t >= 2 rows whose grid takes fewer waves
- *   with AHEAD 1 and at most two (b_n * num_v * 4 blocks; 4 of AHEAD 1 and 3 of AHEAD 2 fit a
- *   multiprocessor of sm_90); STREAM (AHEAD 1, 16-byte, MAP: 5 blocks per multiprocessor) where
- *   that form takes fewer waves still.
+ *   16-byte aligned verify of one row; for t >= 2 rows the form of AHEAD 2, AHEAD 1 or STREAM
+ *   (AHEAD 1, snapshots stored evict-first) whose waves leave the fewest block slots idle on a
+ *   grid of at most two waves (b_n * num_v * 4 blocks; 3 of AHEAD 2, 4 of AHEAD 1 and 5 of
+ *   STREAM fit a multiprocessor of sm_90).
  *      -> `scan_alignment`, `widths`, `one_row`, `snapshots_one_ahead`, `snapshots_streaming`
  * - gdn_verify_scan_kernel<scan_cfg, OUT, ...> (the scan of a verify and of a commit): the narrow
  *   block shape when b_n * num_v * 2 (blocks per head) is below the device's multiprocessor

@@ -258,15 +258,17 @@ static decltype(&gdn_scan_kernel<true, 1, true>)
 
 /* The form (index into map_forms) of the 16-byte MAP scan of `blocks` blocks, for a SNAPSHOTS
  * verify of t >= 2 rows, into *form; the CUDA error of the device queries. Two rows ahead keep
- * every row off L2's latency; the other forms fit more blocks per multiprocessor. Where a grid of
- * at most two waves takes fewer of them with more blocks per multiprocessor, the wave saved costs
- * more than the latency; beyond two waves the blocks' traffic, not their count, sets the time,
- * and two rows ahead win. Among forms that take equally few waves, the one with the fewest
- * blocks per multiprocessor. Measured on 132 multiprocessors (one H100, ornith, T = 2 to 16, 128
- * blocks per sequence; NOTES.md): one row ahead was faster at 4, 7 and 8 sequences (one wave
- * against two, two against three), slower at 6 (two waves for every form), 10 and 16; the
- * streaming form faster at 5 and 10 (one wave against two, two against three), slower at 6 and
- * 8. */
+ * every row off L2's latency; the other forms fit more blocks per multiprocessor, and a wave of
+ * more blocks takes about as much longer as it holds more (the multiprocessor's issue and memory
+ * rate are shared). What a form with more blocks per multiprocessor saves is the idle part of a
+ * grid's last wave, so the rule counts block slots: waves times the blocks of one wave. A form
+ * other than two rows ahead is taken where its grid is at most two waves and takes fewer slots;
+ * beyond two waves blocks start as others finish, no wave stands idle, and two rows ahead win.
+ * Equal slots go to the form with fewer blocks per multiprocessor. Measured on 132
+ * multiprocessors (one H100, ornith, T = 2 to 16, 128 blocks per sequence; NOTES.md): one row
+ * ahead was faster at 4, 7 and 8 sequences and slower at 6, 10 and 16; the streaming form faster
+ * at 5 and 10 (660 and 1320 slots against 792 and 1584) and slower at 6, 8 and 9 (1320 against
+ * 792, 1188 and 1188). */
 static int map_form(size_t blocks, size_t *form)
 {
     int sms = 0;
@@ -287,13 +289,12 @@ static int map_form(size_t blocks, size_t *form)
         if (wave[f] == 0)
             continue;
         const size_t waves = (blocks + wave[f] - 1) / wave[f];
-        if (best == 0 || waves < best) {
-            best = waves;
+        const size_t slots = waves * wave[f];
+        if ((f == 0 || waves <= 2) && (best == 0 || slots < best)) {
+            best = slots;
             *form = f;
         }
     }
-    if (best > 2)
-        *form = 0;
     return 0;
 }
 
@@ -310,8 +311,8 @@ static int map_form(size_t blocks, size_t *form)
  * operation passes one per value head. A verify of one row holds one row ahead too, as the
  * per-row op does, when its q and k are 16-byte aligned (as the verify's workspace always is):
  * the 16-byte form with two rows ahead takes 165 registers and 3 blocks per multiprocessor, with
- * one 127 and 4. A verify of several rows takes the form of map_forms that takes the fewest
- * waves of blocks where that is at most two (map_form). */
+ * one 127 and 4. A verify of several rows takes the form of map_forms that leaves the fewest
+ * block slots of its waves idle, on a grid of at most two waves (map_form). */
 static int launch_scan(const memra__scan_args *a, void *stream)
 {
     const size_t blocks = a->b_n * a->num_v * SCAN_BLOCKS_PER_HEAD;
