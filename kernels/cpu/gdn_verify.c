@@ -245,7 +245,7 @@ void memra__cpu_gdn_verify(const memra__verify_args *a)
             continue;
         }
 
-        if (row[2] == 0 || row[2] % 4 != 0) {
+        if (MEMRA__JOURNAL_ADDRESS_BAD(row[2])) {
             record(a->err, a->op, b, (uint32_t)row[2], 0, MEMRA__ERR_JOURNAL_ADDRESS);
             continue;
         }
