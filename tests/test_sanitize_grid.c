@@ -391,8 +391,8 @@ TU_TEST_BACKENDS(kernel_grid, one_row, kg_one_row)
 /* ---- A SNAPSHOTS verify whose scan holds one row ahead ---- */
 
 /* A SNAPSHOTS verify of t >= 2 rows on a grid that takes one wave of the scan's one-row-ahead form
- * and two of its two-rows-ahead form, so the launcher picks the former, against the per-row
- * program. */
+ * and two of its two-rows-ahead form, and fewer block slots than the one wave of the streaming
+ * form, so the launcher picks the one-row-ahead form, against the per-row program. */
 static void kg_snapshots_one_ahead(MemraBackend backend)
 {
     kg_run_once(backend, KG_ONE_AHEAD_B, KG_T8, tu_gdn_verify_step, true, "a SNAPSHOTS verify");

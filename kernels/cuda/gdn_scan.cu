@@ -247,19 +247,34 @@ __global__ void __launch_bounds__(SCAN_THREADS)
     }
 }
 
-/* The 16-byte MAP scan's three forms for a SNAPSHOTS verify of t >= 2 rows, in the order of their
- * blocks per multiprocessor on sm_90 with nvcc 13.0: two rows of inputs ahead (165 registers,
- * 3 blocks), one row ahead (127, 4) and one row ahead with streaming snapshot stores (ptxas
- * schedules that one in 96 registers, 5 blocks). */
-static decltype(&gdn_scan_kernel<true, 1, true>)
-    const map_forms[] = {gdn_scan_kernel<true, 2, true>, gdn_scan_kernel<true, 1, true>,
-                         gdn_scan_kernel<true, 1, true, true>};
-#define MAP_FORMS (sizeof map_forms / sizeof map_forms[0])
+/* The 16-byte MAP scan's forms for a SNAPSHOTS verify of t >= 2 rows, listed once: the kernels
+ * (kernels[f]) and one wave of each on the device (waves), in the same order. */
+template <auto... K> struct scan_forms {
+    static constexpr size_t count = sizeof...(K);
+    static constexpr decltype(&gdn_scan_kernel<true, 1, true>) kernels[count] = {K...};
 
-/* The form (index into map_forms) of the 16-byte MAP scan of `blocks` blocks, for a SNAPSHOTS
- * verify of t >= 2 rows, into *form; the CUDA error of the device queries. Two rows ahead keep
- * every row off L2's latency; the other forms fit more blocks per multiprocessor, and a wave of
- * more blocks takes about as much longer as it holds more (the multiprocessor's issue and memory
+    static cudaError_t waves(int sms, size_t (&wave)[count])
+    {
+        cudaError_t err = cudaSuccess;
+        size_t f = 0;
+        ((err = err == cudaSuccess ? memra__kernel_wave<K>(SCAN_THREADS, 0, sms, &wave[f++]) : err),
+         ...);
+        return err;
+    }
+};
+
+/* In the order of their blocks per multiprocessor on sm_90 with nvcc 13.0: two rows of inputs
+ * ahead (165 registers, 3 blocks), one row ahead (127, 4) and one row ahead with streaming
+ * snapshot stores (ptxas schedules that one in 96 registers, 5 blocks). */
+typedef scan_forms<gdn_scan_kernel<true, 2, true>, gdn_scan_kernel<true, 1, true>,
+                   gdn_scan_kernel<true, 1, true, true>>
+    map_forms;
+#define MAP_ONE_AHEAD ((size_t)1)
+
+/* The form (index into map_forms::kernels) of the 16-byte MAP scan of `blocks` blocks, for a
+ * SNAPSHOTS verify of t >= 2 rows, into *form; the CUDA error of the device queries. Two rows ahead
+ * keep every row off L2's latency; the other forms fit more blocks per multiprocessor, and a wave
+ * of more blocks takes about as much longer as it holds more (the multiprocessor's issue and memory
  * rate are shared). What a form with more blocks per multiprocessor saves is the idle part of a
  * grid's last wave, so the rule counts block slots: waves times the blocks of one wave. A form
  * other than two rows ahead is taken where its grid is at most two waves and takes fewer slots;
@@ -272,20 +287,15 @@ static decltype(&gdn_scan_kernel<true, 1, true>)
 static int map_form(size_t blocks, size_t *form)
 {
     int sms = 0;
-    size_t wave[MAP_FORMS] = {0};
+    size_t wave[map_forms::count] = {0};
     cudaError_t err = memra__device_sms(&sms);
     if (err == cudaSuccess)
-        err = memra__kernel_wave<gdn_scan_kernel<true, 2, true>>(SCAN_THREADS, 0, sms, &wave[0]);
-    if (err == cudaSuccess)
-        err = memra__kernel_wave<gdn_scan_kernel<true, 1, true>>(SCAN_THREADS, 0, sms, &wave[1]);
-    if (err == cudaSuccess)
-        err = memra__kernel_wave<gdn_scan_kernel<true, 1, true, true>>(SCAN_THREADS, 0, sms,
-                                                                       &wave[2]);
+        err = map_forms::waves(sms, wave);
     if (err != cudaSuccess)
         return (int)err;
     *form = 0;
     size_t best = 0;
-    for (size_t f = 0; f < MAP_FORMS; f++) {
+    for (size_t f = 0; f < map_forms::count; f++) {
         if (wave[f] == 0)
             continue;
         const size_t waves = (blocks + wave[f] - 1) / wave[f];
@@ -320,13 +330,13 @@ static int launch_scan(const memra__scan_args *a, void *stream)
     const bool vec = (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->snap) & 15u) == 0;
     decltype(&gdn_scan_kernel<true, 1, false>) kernel;
     if (a->qk_heads != a->num_v && vec) {
-        size_t form = 1;
+        size_t form = MAP_ONE_AHEAD;
         if (a->t >= 2) {
             const int err = map_form(blocks, &form);
             if (err != 0)
                 return err;
         }
-        kernel = map_forms[form];
+        kernel = map_forms::kernels[form];
     } else if (a->qk_heads != a->num_v)
         kernel = gdn_scan_kernel<false, 2, true>;
     else if (a->t >= 2)
