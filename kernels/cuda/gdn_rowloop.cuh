@@ -606,6 +606,23 @@ static __device__ __forceinline__ void fold_journal(const memra__scan_job &a, co
     }
 }
 
+/* The journal's new header: this verify's t rows, in slot 1 - half. */
+static __device__ __forceinline__ void journal_header_write(const memra__scan_job &a, float *jr,
+                                                            uint32_t half, uint32_t cap)
+{
+    uint32_t *hd = (uint32_t *)jr;
+    hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
+    hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
+    hd[MEMRA__JH_D_STATE] = MEMRA__S;
+    hd[MEMRA__JH_NUM_K] = (uint32_t)a.num_k;
+    hd[MEMRA__JH_NUM_V] = (uint32_t)a.num_v;
+    hd[MEMRA__JH_D_CONV] = a.d_conv;
+    hd[MEMRA__JH_GROUPED] = (uint32_t)a.grouped;
+    hd[MEMRA__JH_T_MAX] = cap;
+    hd[MEMRA__JH_ROWS] = (uint32_t)a.t;
+    hd[MEMRA__JH_HALF] = a.t > 0 ? 1u - half : 0u;
+}
+
 /*
  * The scan of one block: (sequence b, head h, columns c0 .. c0 + COLS - 1), inputs from the
  * prologue's workspace. The state is read before griddepcontrol.wait, and a journal is checked
@@ -685,6 +702,17 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     }
 
     memra__pdl_wait();
+    /* The journal's header is rewritten by one block of the sequence, as soon as no block of
+     * the verify can still read the old one; the next operation runs after this one has
+     * completed. Here every block of the sequence read the old header before the barrier that
+     * follows its fold's staging, and the prologue blocks read it before they completed (the
+     * wait above): so each block counts itself now, and the one whose count makes the sequence
+     * whole writes the header (the prologue zeroed the count). Counting at the block's end put
+     * the barrier and the atomic's round trip on the tail of every block. A refused block
+     * returned above without counting, as every block of its sequence did. */
+    if (OUT == SCAN_JOURNAL && FOLD_FIRST && tid == 0 &&
+        atomicAdd(a.seq_info + 4 * b + 3, 1u) == (uint32_t)(num_v * C::BPH) - 1)
+        journal_header_write(a, jr, half, cap);
 
     /* This thread's output column(s) of row 0; a row advances by num_v heads. */
     float *op = a.o + (b * t * num_v + p.h) * MEMRA__S + p.c0 + grp;
@@ -703,6 +731,10 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
                 return;
             }
             jr = (float *)(uintptr_t)a.in_table[b * a.in_stride + 1];
+            /* No block of this scan reads the header (the prologue passed its verdict) and the
+             * prologue has completed: the sequence's first block writes it now. */
+            if (p.h == 0 && cb == 0 && tid == 0)
+                journal_header_write(a, jr, half, cap);
         }
         /* MEMRA__JOURNAL_DELTA(conv_dim, num_k + h) is head h's first delta: head 0's plus
          * h * S words. */
@@ -794,38 +826,8 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     }
 
     memra__pdl_trigger();
-    if (OUT != SCAN_JOURNAL) {
+    if (OUT != SCAN_JOURNAL)
         regs_store<C>(sout, sm.tile, s, grp, j, svec);
-        return;
-    }
-    /* The journal's header, by one block of the sequence; the next operation runs after this
-     * one has completed. Where blocks read the header themselves (FOLD_FIRST), every block of
-     * the sequence reads the old one at its start and counts its end only after that (the
-     * barrier), and the last to end writes it (the prologue zeroed the count); otherwise no
-     * block reads it (the prologue passed its verdict), and the sequence's first block does.
-     * A block's count cannot overtake its read of the header: the header's words decided
-     * whether the block reaches the count at all (a refused block returns above), and a warp
-     * does not pass a branch before the loads it depends on have returned. */
-    bool last;
-    if (FOLD_FIRST) {
-        __syncthreads();
-        last = tid == 0 && atomicAdd(a.seq_info + 4 * b + 3, 1u) == (uint32_t)(num_v * C::BPH) - 1;
-    } else {
-        last = p.h == 0 && cb == 0 && tid == 0;
-    }
-    if (last) {
-        uint32_t *hd = (uint32_t *)jr;
-        hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
-        hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
-        hd[MEMRA__JH_D_STATE] = MEMRA__S;
-        hd[MEMRA__JH_NUM_K] = (uint32_t)a.num_k;
-        hd[MEMRA__JH_NUM_V] = (uint32_t)num_v;
-        hd[MEMRA__JH_D_CONV] = a.d_conv;
-        hd[MEMRA__JH_GROUPED] = (uint32_t)a.grouped;
-        hd[MEMRA__JH_T_MAX] = cap;
-        hd[MEMRA__JH_ROWS] = (uint32_t)t;
-        hd[MEMRA__JH_HALF] = t > 0 ? 1u - half : 0u;
-    }
 }
 
 #endif /* MEMRA_GDN_ROWLOOP_CUH */
