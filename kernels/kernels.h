@@ -421,8 +421,8 @@ typedef struct memra__verify_args {
  * The CUDA verify's workspace (floats), for b_n sequences x t rows (t = 0: a commit): the
  * prologue's normalised q and k per key head ([rows, num_k, S] each, transposed), the v channels
  * ([rows, num_v, S]), g_log and beta ([rows, num_v] each, rounded up to 4), and the verdict on
- * each sequence's journal with a count of its scan blocks that have ended (4 words per sequence).
- * 0 when the size overflows.
+ * each sequence's journal with a count of its scan blocks that have passed their wait (4 words
+ * per sequence). 0 when the size overflows.
  */
 static inline size_t memra__verify_workspace_words(size_t b_n, size_t t, size_t num_k, size_t num_v)
 {

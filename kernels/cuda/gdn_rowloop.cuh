@@ -434,10 +434,10 @@ typedef struct memra__scan_job {
     int grouped;
     /* Journal scans only: the prologue's verdict on each sequence's journal (table entry 2), 4
      * words per sequence: the rows to fold, their slot (or SCAN_REFUSED), the capacity the
-     * header records, and a count of the sequence's blocks that have ended, which the prologue
-     * zeroes. A scan that folds before its wait checks the journal itself instead, against the
-     * accepted counts and the declared capacity (memra__journal_at, as the prologue: the same
-     * verdict). */
+     * header records, and a count of the sequence's blocks that have passed their wait, which
+     * the prologue zeroes. A scan that folds before its wait checks the journal itself instead,
+     * against the accepted counts and the declared capacity (memra__journal_at, as the prologue:
+     * the same verdict). */
     const uint32_t *accepted;
     size_t cap;
     uint32_t *seq_info;
@@ -702,14 +702,18 @@ static __device__ __forceinline__ void memra__scan_block(const memra__scan_job &
     }
 
     memra__pdl_wait();
-    /* The journal's header is rewritten by one block of the sequence, as soon as no block of
+    /* The journal's header is rewritten by one block of the sequence as soon as no block of
      * the verify can still read the old one; the next operation runs after this one has
-     * completed. Here every block of the sequence read the old header before the barrier that
-     * follows its fold's staging, and the prologue blocks read it before they completed (the
-     * wait above): so each block counts itself now, and the one whose count makes the sequence
-     * whole writes the header (the prologue zeroed the count). Counting at the block's end put
-     * the barrier and the atomic's round trip on the tail of every block. A refused block
-     * returned above without counting, as every block of its sequence did. */
+     * completed. The prologue's blocks read it before they completed (the wait above), and
+     * every block of this scan read it before the barrier that follows its fold's staging: each
+     * thread's header words decided the branch it took before that barrier (a refused block
+     * returned above, as every block of its sequence did, without counting), and a warp does
+     * not pass a branch before the loads it depends on have returned. So each block counts
+     * itself now, and the one whose count makes the sequence whole writes the header (the
+     * prologue zeroed the count). Counted at the block's end, after a barrier, the atomic's
+     * round trip was on the tail of every block; taken here but written at the block's end, the
+     * count held across the rows cost the wide shape 40 bytes of spill at its bound of 128
+     * registers and most of the gain at 8 sequences (NOTES.md). */
     if (OUT == SCAN_JOURNAL && FOLD_FIRST && tid == 0 &&
         atomicAdd(a.seq_info + 4 * b + 3, 1u) == (uint32_t)(num_v * C::BPH) - 1)
         journal_header_write(a, jr, half, cap);

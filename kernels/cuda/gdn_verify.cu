@@ -15,7 +15,7 @@
  *    checks the sequence's journal header and accepted count (memra__journal_check, every block
  *    the same verdict), folds the accepted rows' raw inputs into the ring, and writes the new
  *    rows' raw qkv, normalised k and gd into the journal's free slot. Its block 0 of each
- *    sequence records a refusal and zeroes the word the scan's blocks count their ends on. It
+ *    sequence records a refusal and zeroes the word the scan's blocks count themselves on. It
  *    waits for its predecessor before it reads anything, and only then lets the scan launch.
  *
  * 2. The scan. FINAL_ONLY, JOURNAL and the commit run gdn_rowloop.cuh's row loop
@@ -24,8 +24,8 @@
  * verdict, computed again from the same words) and folds its accepted rows (reduction-free: the
  * recorded deltas) before that wait, since they are earlier operations' results that the
  * prologue does not touch; then it reads the normalised rows from the workspace, runs the new
- * rows, and writes o, the final state or the folded state, the new rows' deltas and, from the
- * sequence's last block to end, the journal header. A SNAPSHOTS verify of t >= 2 rows runs the
+ * rows, and writes o, the final state or the folded state, the new rows' deltas and, from one
+ * block of the sequence, the journal header. A SNAPSHOTS verify of t >= 2 rows runs the
  * 1.0 packed scan (gdn_scan.cu) on the workspace instead: that layout stores each snapshot
  * straight from registers with 16-byte stores, where the row loop's go through its shared-memory
  * tile, and it measured faster for SNAPSHOTS at every B (ornith, T = 8, H200: 14.4 / 52.4 / 184.7
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(PRO_THREADS, PRO_MINB)
             ws.seq[4 * b] = v.n;
             ws.seq[4 * b + 1] = v.what != 0 ? SCAN_REFUSED : v.half;
             ws.seq[4 * b + 2] = v.cap;
-            ws.seq[4 * b + 3] = 0; /* the scan's blocks count their ends here */
+            ws.seq[4 * b + 3] = 0; /* the scan's blocks count themselves here */
             if (v.what != 0)
                 record_error(a.err, a.err_claim, a.op, b, v.value, v.limit, v.what);
         }
