@@ -367,6 +367,27 @@ static inline MEMRA__HD memra__journal_verdict memra__journal_at(uint64_t addr, 
 }
 
 /*
+ * Writes a journal's header: the operation's shape and head order, the capacity `cap` to record,
+ * and the `rows` new rows that slot `half` now holds (0 rows: `half` is 0). Both backends write
+ * it with this function, once nothing can still read the header it replaces.
+ */
+static inline MEMRA__HD void memra__journal_header_put(uint32_t *hd, size_t num_k, size_t num_v,
+                                                       size_t d_conv, int grouped, uint32_t cap,
+                                                       uint32_t rows, uint32_t half)
+{
+    hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
+    hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
+    hd[MEMRA__JH_D_STATE] = MEMRA__S;
+    hd[MEMRA__JH_NUM_K] = (uint32_t)num_k;
+    hd[MEMRA__JH_NUM_V] = (uint32_t)num_v;
+    hd[MEMRA__JH_D_CONV] = (uint32_t)d_conv;
+    hd[MEMRA__JH_GROUPED] = (uint32_t)grouped;
+    hd[MEMRA__JH_T_MAX] = cap;
+    hd[MEMRA__JH_ROWS] = rows;
+    hd[MEMRA__JH_HALF] = half;
+}
+
+/*
  * The whole verify (conv + prep + scan) of b_n sequences x t rows, or a journal commit (t == 0,
  * JOURNAL mode: fold only). Mode values are MemraVerifyMode's.
  *   qkv [b_n, t, conv_dim]; table [b_n, 3]; w [conv_dim, d_conv]; beta_raw, alpha

@@ -180,25 +180,6 @@ static void fold(const memra__verify_args *a, const float *jr, uint32_t n, uint3
     }
 }
 
-/* The header of a journal that holds `rows` rows in slot `half`, capacity `cap`. */
-static void write_header(const memra__verify_args *a, float *jr, uint32_t cap, size_t rows,
-                         uint32_t half)
-{
-    const uint32_t hd[MEMRA__JH_WORDS] = {
-        [MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC,
-        [MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT,
-        [MEMRA__JH_D_STATE] = MEMRA__S,
-        [MEMRA__JH_NUM_K] = (uint32_t)a->num_k,
-        [MEMRA__JH_NUM_V] = (uint32_t)a->num_v,
-        [MEMRA__JH_D_CONV] = (uint32_t)a->d_conv,
-        [MEMRA__JH_GROUPED] = (uint32_t)a->grouped,
-        [MEMRA__JH_T_MAX] = cap,
-        [MEMRA__JH_ROWS] = (uint32_t)rows,
-        [MEMRA__JH_HALF] = half,
-    };
-    memcpy(jr, hd, sizeof hd);
-}
-
 void memra__cpu_gdn_verify(const memra__verify_args *a)
 {
     float *scratch = a->workspace;
@@ -281,7 +262,10 @@ void memra__cpu_gdn_verify(const memra__verify_args *a)
             for (size_t h = 0; h < num_v; h++)
                 dst[jg + h] = expf(out.g_log[r * num_v + h]);
         }
-        write_header(a, jr, v.cap, t, t > 0 ? next : 0);
+        /* The header leaves through memcpy, as it was read: the journal is f32 storage. */
+        memra__journal_header_put(hd, a->num_k, num_v, a->d_conv, a->grouped, v.cap, (uint32_t)t,
+                                  t > 0 ? next : 0);
+        memcpy(jr, hd, sizeof hd);
     }
 }
 

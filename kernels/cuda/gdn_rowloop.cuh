@@ -610,17 +610,8 @@ static __device__ __forceinline__ void fold_journal(const memra__scan_job &a, co
 static __device__ __forceinline__ void journal_header_write(const memra__scan_job &a, float *jr,
                                                             uint32_t half, uint32_t cap)
 {
-    uint32_t *hd = (uint32_t *)jr;
-    hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
-    hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
-    hd[MEMRA__JH_D_STATE] = MEMRA__S;
-    hd[MEMRA__JH_NUM_K] = (uint32_t)a.num_k;
-    hd[MEMRA__JH_NUM_V] = (uint32_t)a.num_v;
-    hd[MEMRA__JH_D_CONV] = a.d_conv;
-    hd[MEMRA__JH_GROUPED] = (uint32_t)a.grouped;
-    hd[MEMRA__JH_T_MAX] = cap;
-    hd[MEMRA__JH_ROWS] = (uint32_t)a.t;
-    hd[MEMRA__JH_HALF] = a.t > 0 ? 1u - half : 0u;
+    memra__journal_header_put((uint32_t *)jr, a.num_k, a.num_v, a.d_conv, a.grouped, cap,
+                              (uint32_t)a.t, a.t > 0 ? 1u - half : 0u);
 }
 
 /*
