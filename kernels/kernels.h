@@ -368,12 +368,14 @@ static inline MEMRA__HD memra__journal_verdict memra__journal_at(uint64_t addr, 
 
 /*
  * Writes a journal's header: the operation's shape and head order, the capacity `cap` to record,
- * and the `rows` new rows that slot `half` now holds (0 rows: `half` is 0). Both backends write
- * it with this function, once nothing can still read the header it replaces.
+ * and the `rows` new rows, which the verify wrote into the slot other than `old_half`, the one
+ * the header it replaces named. With no new rows the slot is 0, so that a journal the verify
+ * leaves empty has one header whichever slot it held before. Both backends write it with this
+ * function, once nothing can still read the header it replaces.
  */
 static inline MEMRA__HD void memra__journal_header_put(uint32_t *hd, size_t num_k, size_t num_v,
                                                        size_t d_conv, int grouped, uint32_t cap,
-                                                       uint32_t rows, uint32_t half)
+                                                       uint32_t rows, uint32_t old_half)
 {
     hd[MEMRA__JH_MAGIC] = MEMRA__JOURNAL_MAGIC;
     hd[MEMRA__JH_FORMAT] = MEMRA__JOURNAL_FORMAT;
@@ -384,7 +386,7 @@ static inline MEMRA__HD void memra__journal_header_put(uint32_t *hd, size_t num_
     hd[MEMRA__JH_GROUPED] = (uint32_t)grouped;
     hd[MEMRA__JH_T_MAX] = cap;
     hd[MEMRA__JH_ROWS] = rows;
-    hd[MEMRA__JH_HALF] = half;
+    hd[MEMRA__JH_HALF] = rows > 0 ? 1u - old_half : 0u;
 }
 
 /*

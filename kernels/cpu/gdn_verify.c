@@ -264,7 +264,7 @@ void memra__cpu_gdn_verify(const memra__verify_args *a)
         }
         /* The header leaves through memcpy, as it was read: the journal is f32 storage. */
         memra__journal_header_put(hd, a->num_k, num_v, a->d_conv, a->grouped, v.cap, (uint32_t)t,
-                                  t > 0 ? next : 0);
+                                  v.half);
         memcpy(jr, hd, sizeof hd);
     }
 }

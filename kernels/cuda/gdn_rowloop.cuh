@@ -606,12 +606,12 @@ static __device__ __forceinline__ void fold_journal(const memra__scan_job &a, co
     }
 }
 
-/* The journal's new header: this verify's t rows, in slot 1 - half. */
+/* The journal's new header: this verify's t rows, in the slot the old header did not name. */
 static __device__ __forceinline__ void journal_header_write(const memra__scan_job &a, float *jr,
                                                             uint32_t half, uint32_t cap)
 {
     memra__journal_header_put((uint32_t *)jr, a.num_k, a.num_v, a.d_conv, a.grouped, cap,
-                              (uint32_t)a.t, a.t > 0 ? 1u - half : 0u);
+                              (uint32_t)a.t, half);
 }
 
 /*
