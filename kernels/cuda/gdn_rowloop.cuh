@@ -386,7 +386,11 @@ static __device__ __forceinline__ void tile_to_regs(float (&s)[C::NC][32], const
  * The state in registers to global memory (column c of the block at dst + c * S): each thread
  * writes its own tile words, then each warp writes the columns its threads hold (8 groups x NC
  * column sets) with one coalesced 16-byte store per lane and column. Only warp barriers are
- * needed: a warp reads only the tile words its own threads wrote.
+ * needed: a warp reads only the tile words its own threads wrote. The 16-byte stores carry the
+ * evict-first hint (st.global.cs): no block of the launch reads a state it wrote, so those lines
+ * are the first that L2 may give up, before the states the next wave's blocks were asked into L2
+ * for (take_tile) and the rows the blocks stage. The same values at the same addresses; only
+ * their L2 policy differs.
  */
 template <class C>
 static __device__ __forceinline__ void
@@ -407,7 +411,7 @@ regs_store(float *dst, float *tile, const float (&s)[C::NC][32], unsigned grp, u
             const float4 x = *(const float4 *)(tile + c * SCAN_SST + 4 * lane);
             float *p = dst + (size_t)c * MEMRA__S + 4 * lane;
             if (vec) {
-                *(float4 *)p = x;
+                __stcs((float4 *)p, x);
             } else {
                 p[0] = x.x;
                 p[1] = x.y;
