@@ -4,12 +4,17 @@
 # (every CUDA kernel of the library in every template instantiation, on small grids) and over one
 # bench process, the proof that the grid launches every kernel, the bench's fingerprints and its
 # per-operation timings, the bench, and the scan's machine code. Each step runs under its own
-# time limit and logs to OUT; name the steps you want, or run them all (the whole suite alone
-# takes about 3 minutes on an H200).
+# time limit and logs to OUT; name the steps you want, or run them all.
 #
 # usage: tools/gpu/gpu-check.sh [STEP...]
 #   steps: info hash suite sanitize coverage bench-sanitize per-op bench sass copy (default: all,
 #   in that order), and sanitize-suite (only when named)
+#   suite runs every test of the Criterion suite, with the generated CUDA bad-input cases
+#   (bad_input*/cuda) in their one-process sweeps (bad_input*/cuda_sweep, MEMRA_TEST_SWEEP=1)
+#   rather than as a test process each: a CUDA test process spends most of its time creating its
+#   CUDA context, and those 2,000 cases took 60 s for every 255 on an H100 with Criterion's 16
+#   processes at once, against 4 s for the sweep of the largest suite. SUITE_SEPARATE=1 runs them
+#   as separate tests too (give it SUITE_TIMEOUT=900 or more).
 #   hash compares the fingerprints of every output of the packed verify (memra_bench --mode
 #   hash) with those of libmemra 1.0.0, recorded on an H200 (tools/gpu/hash-1.0.0.txt): a
 #   kernel change must not change a single bit.
@@ -41,6 +46,7 @@
 #   BENCH_ARGS       options for memra_bench (default: the full sweep)
 #   PER_OP_ARGS      options for memra_bench --mode per-op (default: the ornith shape, T 1, 2,
 #                    4, 8 and 16, B 1 and 32)
+#   SUITE_SEPARATE   1: the suite step also runs each generated CUDA bad-input case as a test
 #   SUITE_TIMEOUT    seconds for the whole Criterion suite (default 400); like every limit here,
 #                    a hard one: what still runs 15 s after it is killed
 #   SANITIZE_TIMEOUT seconds for each sanitizer tool (default 120; sanitize-suite 400)
@@ -97,7 +103,13 @@ for s in $steps; do
         ;;
     suite)
         step suite
-        timeout --kill-after=15 "${SUITE_TIMEOUT:-400}" tests/run-criterion.sh "$build/tests/memra_tests" >"$out/suite.log" 2>&1
+        if [ "${SUITE_SEPARATE:-0}" = 1 ]; then
+            suite_filter='*'
+        else
+            suite_filter='!(bad_input/cuda|bad_input_verify/cuda|bad_input_copy/cuda)'
+        fi
+        MEMRA_TEST_SWEEP=1 timeout --kill-after=15 "${SUITE_TIMEOUT:-400}" tests/run-criterion.sh \
+            "$build/tests/memra_tests" --filter="$suite_filter" >"$out/suite.log" 2>&1
         st=$?
         sed 's/\x1b\[[0-9;]*m//g' "$out/suite.log" | grep -E 'Synthesis|run-criterion|SKIP|FAIL|\[FAIL\]' | tail -20
         case $st in
