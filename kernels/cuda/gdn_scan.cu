@@ -96,10 +96,10 @@ static __device__ __forceinline__ void advance_row(scan_ptrs &a, bool step)
  * quarter of the scan's stall samples at B = 1. AHEAD == 2 gives the loads a whole row to
  * arrive, for about 40 more registers (165-168 instead of 125-127). The rows' arithmetic is the
  * same scan_row_step either way. EF (the MAP instantiations' 16-byte forms) loads the state and
- * stores the final state with the evict-first hint (ld.global.cs, st.global.cs) when they are
- * 16-byte accesses: a block touches each of those lines once, so L2 may give them up before the
- * rows' inputs and the snapshots (NOTES.md, "the MAP scan's state evict-first"). The 1.0
- * operations' instantiations keep 1.0.0's plain accesses.
+ * stores the final state with the evict-first hint (ld.global.cs, st.global.cs) where the state's
+ * accesses are 16-byte ones: a block touches each of those lines once, so L2 may give them up
+ * before the rows' inputs and the snapshots (NOTES.md, "the MAP scan's state evict-first"). The
+ * 1.0 operations' instantiations keep 1.0.0's plain accesses.
  */
 template <bool VEC, int AHEAD, bool STREAM, bool EF = false, class AfterState>
 static __device__ __forceinline__ void scan_rows(scan_ptrs a, AfterState after_state)
@@ -109,14 +109,8 @@ static __device__ __forceinline__ void scan_rows(scan_ptrs a, AfterState after_s
     for (int n = 0; n < SCAN_NC; n++)
 #pragma unroll
         for (int r = 0; r < 4; r++) {
-            if (a.state_vec && EF) {
-                const float4 x = __ldcs((const float4 *)(a.in + n * MEMRA__S + r * MEMRA__LANES));
-                s[n][4 * r] = x.x;
-                s[n][4 * r + 1] = x.y;
-                s[n][4 * r + 2] = x.z;
-                s[n][4 * r + 3] = x.w;
-            } else if (a.state_vec)
-                load4<true>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
+            if (a.state_vec)
+                load4<true, EF>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
             else
                 load4<false>(s[n] + 4 * r, a.in + n * MEMRA__S + r * MEMRA__LANES);
         }

@@ -23,11 +23,15 @@
 /* Lines (of k, q, v, g_log, beta) the block prefetches per row: see gdn_scan_kernel. */
 #define SCAN_PREFETCH_LINES 11
 
-/* Four consecutive floats at p: one 16-byte load when VEC, four 4-byte ones otherwise. */
-template <bool VEC> static __device__ __forceinline__ void load4(float *dst, const float *p)
+/* Four consecutive floats at p: one 16-byte load when VEC, four 4-byte ones otherwise. STREAM
+ * loads with the evict-first hint (ld.global.cs), for lines the kernel reads once: the same
+ * values, only their L2 policy differs. */
+template <bool VEC, bool STREAM = false>
+static __device__ __forceinline__ void load4(float *dst, const float *p)
 {
+    static_assert(VEC || !STREAM, "the streaming loads are 16-byte loads");
     if (VEC) {
-        const float4 x = *(const float4 *)p;
+        const float4 x = STREAM ? __ldcs((const float4 *)p) : *(const float4 *)p;
         dst[0] = x.x;
         dst[1] = x.y;
         dst[2] = x.z;
